@@ -1,0 +1,39 @@
+// Options for init and for every op. Designated initialisers are the intended
+// spelling: braid::OpOptions{.group = &g, .tag = 7}.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace braid {
+
+class Group;
+
+struct InitOptions {
+  // "auto" picks per peer; "tcp" forces TCP sockets. ("shm", "verbs", "cuda"
+  // are accepted names that later transports fill; an unknown name is an error.)
+  std::string backend = "auto";
+  // "env://" (default), "tcp://HOST:PORT" or "file:///path".
+  std::string init_method = "env://";
+  int rank = -1;        // -1: from the environment, or assigned in order of arrival
+  int world_size = -1;  // -1: from the environment
+  // Default deadline for every blocking wait, init included.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // Jobs that share one store or file stay apart when their names differ.
+  std::string group_name = "";
+};
+
+struct OpOptions {
+  const Group* group = nullptr;  // nullptr: the default (world) group
+  bool async_op = false;         // true: return at once; Work::wait() completes
+  // 0: the process group's default timeout.
+  std::chrono::milliseconds timeout{0};
+  // Point-to-point messages match on (group, source, tag). Collectives ignore it.
+  std::int64_t tag = 0;
+  void* stream = nullptr;  // cudaStream_t for device tensors
+  // Collectives: force an algorithm by name ("ring", "tree", ...); empty = automatic.
+  const char* algorithm = nullptr;
+};
+
+}  // namespace braid

@@ -1,0 +1,43 @@
+// Work: the handle of an operation. A blocking op returns an already-completed
+// Work that holds no allocation; an async op's Work shares its state with the
+// runtime, which completes it in the background.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+
+namespace braid {
+
+namespace detail { struct WorkState; }
+
+class Work {
+ public:
+  Work() = default;  // completed, successful
+  static Work completed(int source_rank = -1) {
+    Work w;
+    w.source_ = source_rank;
+    return w;
+  }
+  explicit Work(std::shared_ptr<detail::WorkState> s) : state_(std::move(s)) {}
+
+  // Blocks until the op completes; throws its braid::Error if it failed.
+  void wait();
+  // As wait(), but gives up after `timeout`: returns false if still running.
+  bool wait_for(std::chrono::milliseconds timeout);
+  // Non-blocking: true once the op finished, successfully or not.
+  bool is_completed();
+  // True if completed without error.
+  bool is_success();
+  // The failure, or nullptr.
+  std::exception_ptr exception();
+  // For a receive: the global rank it received from (known after completion);
+  // -1 for other ops.
+  int source_rank();
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+  int source_ = -1;
+};
+
+}  // namespace braid

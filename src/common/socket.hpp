@@ -1,0 +1,56 @@
+// Small, blocking-with-deadline socket helpers used by the bootstrap store and
+// by connection set-up. The data path of the TCP transport is non-blocking and
+// lives in transports/tcp.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <string>
+
+#include "common/fd.hpp"
+#include "common/time.hpp"
+
+namespace braid::net {
+
+struct SockAddr {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  std::string str() const;  // "host:port" / "[v6]:port"
+  int port() const;
+};
+
+// Resolves HOST (name, IPv4 or IPv6 literal; "" or "*" = any) and PORT.
+SockAddr resolve(const std::string& host, int port);
+// Address bound to `fd` (getsockname).
+SockAddr local_address(int fd);
+
+void set_nonblocking(int fd);
+void set_nodelay(int fd);
+
+// Listens on addr with SO_REUSEADDR; throws braid::Error on failure.
+Fd listen_on(const SockAddr& addr, int backlog = 512);
+// As listen_on, but returns an invalid Fd if the port is taken (EADDRINUSE).
+Fd try_listen_on(const SockAddr& addr, int backlog = 512);
+
+// Connects, retrying refused/unreachable attempts with back-off until the
+// deadline (the listener may not be up yet). `what` names the target in errors.
+Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what);
+// One attempt, bounded by the deadline; returns an invalid Fd and sets errno.
+Fd connect_once(const SockAddr& addr, Deadline deadline);
+
+// Blocking transfers on a socket of either mode, bounded by the deadline.
+// Throw braid::Error (Timeout, PeerFailure on EOF, Transport otherwise).
+void write_all(int fd, const void* data, std::size_t len, Deadline deadline,
+               const std::string& what);
+void read_all(int fd, void* data, std::size_t len, Deadline deadline, const std::string& what);
+
+// The IPv4/IPv6 address to advertise, honouring BRAID_SOCKET_IFNAME with
+// NCCL's grammar: a comma list of interface-name prefixes, "^" to exclude,
+// "=" for exact names. Without it: the first non-loopback interface that is
+// up, else loopback. `fallback_host` is used when the store host is loopback,
+// so a single-host job stays on loopback.
+std::string advertised_address(const std::string& store_host);
+
+}  // namespace braid::net

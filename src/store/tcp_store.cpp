@@ -1,0 +1,178 @@
+// TcpStore: a blocking client of TcpStoreServer.
+//
+// One request at a time on one connection (a mutex serialises threads). Any
+// failure mid-request -- a timeout of a parked GET/WAIT included -- closes the
+// connection, because a late reply would otherwise be read as the answer to
+// the next request; the next call reconnects.
+#include <mutex>
+
+#include "common/errors.hpp"
+#include "common/socket.hpp"
+#include "store/store.hpp"
+#include "store/store_wire.hpp"
+
+namespace braid::store {
+
+using wire::Field;
+using wire::Op;
+using wire::Status;
+
+struct TcpStore::Impl {
+  struct Reply {
+    Status status = Status::Ok;
+    std::vector<Bytes> fields;
+  };
+
+  std::string host;
+  int port = 0;
+  net::SockAddr addr;
+  std::string what;  // "the store at host:port", for messages
+  std::mutex mu;
+  Fd sock;  // invalid until (re)connected
+
+  void connect(Deadline deadline) {
+    try {
+      sock = net::connect_retry(addr, deadline, what);
+    } catch (const Error& e) {
+      fail(ErrorCode::Store, "{} is unreachable: {}", what, e.what());
+    }
+  }
+
+  // What a successful reply must hold: `nfields` fields, the first of `size`
+  // bytes if given.
+  struct Shape {
+    std::size_t nfields;
+    std::size_t size = SIZE_MAX;
+  };
+
+  // Sends one request and returns its reply, checked against `shape` (a
+  // Missing reply, to TryGet only, has no fields). `about` names the keys for
+  // a timeout message.
+  Reply call(Op op, const std::vector<Field>& fields, Shape shape, Millis timeout,
+             const std::string& about) {
+    Bytes frame;
+    wire::encode(frame, static_cast<std::uint16_t>(op), fields);
+    std::lock_guard lock(mu);
+    const Deadline deadline = Deadline::after(timeout);
+    Reply r;
+    try {
+      if (!sock.valid()) connect(deadline);
+      net::write_all(sock.get(), frame.data(), frame.size(), deadline, what);
+      std::uint8_t hdr[wire::kHeaderSize];
+      net::read_all(sock.get(), hdr, sizeof hdr, deadline, what);
+      auto h = wire::decode_header(hdr);
+      if (!h || h->code > static_cast<std::uint16_t>(Status::Error))
+        fail(ErrorCode::Store, "{} sent a malformed reply header (not a Braid store server?)", what);
+      Bytes body(h->body_len);
+      net::read_all(sock.get(), body.data(), body.size(), deadline, what);
+      std::vector<Field> views;
+      if (!wire::decode_fields(body.data(), body.size(), h->nfields, views))
+        fail(ErrorCode::Store, "{} sent a malformed reply body", what);
+      r.status = static_cast<Status>(h->code);
+      const bool fits =
+          r.status == Status::Ok
+              ? views.size() == shape.nfields &&
+                    (shape.size == SIZE_MAX || views[0].size() == shape.size)
+              : r.status == Status::Missing ? op == Op::TryGet && views.empty()
+                                            : views.size() == 1;
+      if (!fits) fail(ErrorCode::Store, "{} sent a reply of an unexpected shape", what);
+      for (auto v : views) r.fields.push_back(wire::field_bytes(v));
+    } catch (const Error& e) {
+      sock.reset();
+      if (e.code() == ErrorCode::Timeout)
+        fail(ErrorCode::Timeout, "timed out after {} ms waiting for {} in {}", timeout.count(),
+             about, what);
+      if (e.code() == ErrorCode::Store) throw;
+      fail(ErrorCode::Store, "{} is unreachable: {}", what, e.what());
+    }
+    // The server refused the request (add() on a non-integer); the
+    // connection is still in step.
+    if (r.status == Status::Error)
+      fail(ErrorCode::InvalidArgument, "{}", to_string(r.fields[0]));
+    return r;
+  }
+};
+
+TcpStore::TcpStore(const std::string& host, int port, Millis timeout)
+    : impl_(std::make_unique<Impl>()) {
+  check_timeout(timeout);
+  timeout_ = timeout;
+  impl_->host = host;
+  impl_->port = port;
+  impl_->addr = net::resolve(host, port);
+  impl_->what = fmt::format("the store at {}:{}", host, port);
+  std::lock_guard lock(impl_->mu);
+  impl_->connect(Deadline::after(timeout));
+}
+
+TcpStore::~TcpStore() = default;
+
+void TcpStore::set(const std::string& key, const Bytes& value) {
+  check_key(key);
+  check_value(value);
+  impl_->call(Op::Set, {wire::field(key), wire::field(value)}, {0}, timeout(),
+              describe_keys({key}));
+}
+
+Bytes TcpStore::get(const std::string& key, Millis timeout) {
+  check_key(key);
+  check_timeout(timeout);
+  return impl_->call(Op::Get, {wire::field(key)}, {1}, timeout, describe_keys({key})).fields[0];
+}
+
+std::optional<Bytes> TcpStore::try_get(const std::string& key) {
+  check_key(key);
+  auto r = impl_->call(Op::TryGet, {wire::field(key)}, {1}, timeout(), describe_keys({key}));
+  if (r.status == Status::Missing) return std::nullopt;
+  return std::move(r.fields[0]);
+}
+
+std::int64_t TcpStore::add(const std::string& key, std::int64_t delta) {
+  check_key(key);
+  Bytes d = wire::i64_bytes(delta);
+  auto r = impl_->call(Op::Add, {wire::field(key), wire::field(d)}, {1, 8}, timeout(),
+                       describe_keys({key}));
+  return *wire::i64_from(wire::field(r.fields[0]));
+}
+
+Bytes TcpStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
+  check_key(key);
+  check_value(expected);
+  check_value(desired);
+  auto r = impl_->call(Op::CompareSet,
+                       {wire::field(key), wire::field(expected), wire::field(desired)}, {1},
+                       timeout(), describe_keys({key}));
+  return std::move(r.fields[0]);
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+  check_key(key);
+  auto r = impl_->call(Op::Delete, {wire::field(key)}, {1, 1}, timeout(), describe_keys({key}));
+  return r.fields[0][0] != 0;
+}
+
+static std::vector<Field> key_fields(const std::vector<std::string>& keys) {
+  std::vector<Field> fields;
+  for (const auto& k : keys) fields.push_back(wire::field(k));
+  return fields;
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
+  check_keys(keys);
+  check_timeout(timeout);
+  if (keys.empty()) return;
+  impl_->call(Op::Wait, key_fields(keys), {0}, timeout, describe_keys(keys));
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  check_keys(keys);
+  auto r = impl_->call(Op::Check, key_fields(keys), {1, 1}, timeout(), describe_keys(keys));
+  return r.fields[0][0] != 0;
+}
+
+std::int64_t TcpStore::num_keys() {
+  auto r = impl_->call(Op::NumKeys, {}, {1, 8}, timeout(), "the key count");
+  return *wire::i64_from(wire::field(r.fields[0]));
+}
+
+}  // namespace braid::store

@@ -1,0 +1,486 @@
+// braidrun: start N ranks of a program on this host with the env:// rendezvous variables set.
+//
+//   braidrun [options] -n N PROGRAM [ARGS...]
+//
+// Each rank gets MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. Output lines are
+// prefixed with "[R] ". The first rank to fail takes the whole job down, and its status becomes
+// braidrun's exit status, so a script or CI step sees the failure.
+//
+// Depends only on fmt and libc on purpose: it is the thing that starts everything else, so it
+// must not need the library it launches.
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr int kMaxRanks = 1024;
+constexpr int kUsageExit = 2;
+constexpr int kTimeoutExit = 124;  // what timeout(1) uses, so scripts recognise it
+constexpr auto kGrace = 5s;        // between SIGTERM (or a forwarded signal) and SIGKILL
+constexpr auto kDrain = 1s;        // how long to read pipes after every rank has exited
+constexpr size_t kMaxPending = 1 << 20;  // an unterminated line longer than this is cut
+
+constexpr const char* kUsage =
+    "usage: braidrun [options] -n N PROGRAM [ARGS...]\n"
+    "Starts N ranks of PROGRAM on this host with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,\n"
+    "LOCAL_RANK, LOCAL_WORLD_SIZE and BRAIDRUN=1 set.\n"
+    "  -n, --np N          number of ranks (1..1024)\n"
+    "  --port P            MASTER_PORT to use (default: a free port)\n"
+    "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
+    "  --no-prefix         pass rank output through unchanged instead of prefixing \"[R] \"\n"
+    "  -h, --help          show this help\n";
+
+// Owns a file descriptor; braidrun builds without the library, so it keeps its own.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept { std::swap(fd_, o.fd_); return *this; }
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset() { if (fd_ >= 0) ::close(std::exchange(fd_, -1)); }
+
+ private:
+  int fd_ = -1;
+};
+
+// Writes everything or gives up quietly: if our own stdout is gone (EPIPE) the ranks must still
+// be drained and reaped, so output loss is not an error.
+void write_all(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t n = ::write(fd, s.data(), s.size());
+    if (n > 0) {
+      s.remove_prefix(static_cast<size_t>(n));
+    } else if (n < 0 && errno == EAGAIN) {  // inherited a non-blocking fd: wait, don't spin
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+    } else if (n == 0 || errno != EINTR) {
+      return;
+    }
+  }
+}
+
+template <typename... A>
+void say(fmt::format_string<A...> f, A&&... a) {
+  write_all(2, "braidrun: " + fmt::format(f, std::forward<A>(a)...) + "\n");
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  write_all(2, fmt::format("braidrun: {}\n(run 'braidrun --help' for usage)\n", msg));
+  std::exit(kUsageExit);
+}
+
+template <typename T>
+T parse_number(std::string_view opt, std::string_view text, T lo, T hi, const char* what) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || !(v >= lo && v <= hi))  // NaN too
+    usage_error(fmt::format("{} expects {}, got '{}'", opt, what, text));
+  return v;
+}
+
+struct Options {
+  int nranks = 0;
+  int port = 0;  // 0: pick a free one
+  std::optional<double> timeout_s;
+  bool prefix = true;
+  std::vector<std::string> argv;  // PROGRAM ARGS...
+};
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  int i = 1;
+  // Options end at the first non-option word: everything after PROGRAM belongs to PROGRAM.
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    std::string_view arg = argv[i], value;
+    if (arg == "--") {  // lets PROGRAM start with '-'
+      ++i;
+      break;
+    }
+    bool has_inline = false;
+    if (auto eq = arg.find('='); arg.starts_with("--") && eq != arg.npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+      has_inline = true;
+    }
+    auto take_value = [&]() -> std::string_view {
+      if (has_inline) return value;
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", arg));
+      return argv[++i];
+    };
+    if (arg == "-h" || arg == "--help") {
+      write_all(1, kUsage);
+      std::exit(0);
+    } else if (arg == "-n" || arg == "--np") {
+      o.nranks = parse_number(arg, take_value(), 1, kMaxRanks, "a rank count in 1..1024");
+    } else if (arg == "--port") {
+      o.port = parse_number(arg, take_value(), 1, 65535, "a port in 1..65535");
+    } else if (arg == "--timeout") {
+      o.timeout_s = parse_number(arg, take_value(), 1e-3, 1e9, "a positive number of seconds");
+    } else if (arg == "--no-prefix" && !has_inline) {
+      o.prefix = false;
+    } else {
+      usage_error(fmt::format("unknown option '{}'", argv[i]));
+    }
+  }
+  if (o.nranks == 0) usage_error("-n N is required (number of ranks, 1..1024)");
+  if (i >= argc) usage_error("missing PROGRAM to run");
+  o.argv.assign(argv + i, argv + argc);
+  return o;
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// Resolves PROGRAM the way execvp would, but up front: a typo should be a usage error (exit 2)
+// reported once, not N copies of exit 127 from the ranks.
+std::string resolve_program(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) {
+    if (!is_executable_file(prog)) usage_error(fmt::format("'{}' is not an executable file", prog));
+    return prog;
+  }
+  const char* env_path = std::getenv("PATH");
+  std::string_view path = env_path && *env_path ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    auto colon = path.find(':');
+    std::string dir(path.substr(0, colon));
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + prog;
+    if (is_executable_file(candidate)) return candidate;
+    if (colon == std::string_view::npos) break;
+    path.remove_prefix(colon + 1);
+  }
+  usage_error(fmt::format("program '{}' not found in PATH", prog));
+}
+
+// Asks the kernel for a free port. Someone else may take it before rank 0 binds it; that race is
+// inherent to env:// rendezvous and rare on one host (--port avoids it).
+int pick_free_port() {
+  Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (!s.valid() || ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    say("cannot pick a free port: {} (use --port)", std::strerror(errno));
+    std::exit(1);
+  }
+  return ntohs(a.sin_port);
+}
+
+// One of a rank's output pipes. Bytes are held until a newline so that lines from different
+// ranks never interleave mid-line.
+struct Stream {
+  int rank;
+  int dest;  // 1 or 2
+  Fd fd;
+  std::string pending;
+};
+
+struct Rank {
+  pid_t pid = -1;  // also its process-group id
+  bool running = false;
+};
+
+enum class Teardown { None, Failure, Signal, Timeout };
+
+class Job {
+ public:
+  explicit Job(Options o) : opt_(std::move(o)) {}
+
+  int run() {
+    const std::string program = resolve_program(opt_.argv[0]);
+    const int port = opt_.port ? opt_.port : pick_free_port();
+    // Signals arrive through a signalfd, so poll() is the only place we wait. They are blocked
+    // before the first fork so none is lost, and unblocked again in each child.
+    sigset_t handled;
+    sigemptyset(&handled);
+    // SIGHUP too: ranks are outside the terminal's foreground group and would miss a hangup.
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&handled, s);
+    ::sigprocmask(SIG_BLOCK, &handled, &old_mask_);
+    sigfd_ = Fd(::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!sigfd_.valid()) {
+      say("signalfd failed: {}", std::strerror(errno));
+      return 1;
+    }
+    // A closed stdout must not kill braidrun while ranks still run; write_all drops output then.
+    ::signal(SIGPIPE, SIG_IGN);
+
+    for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port);
+    if (opt_.timeout_s)
+      job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(*opt_.timeout_s));
+    loop();
+    switch (teardown_) {
+      case Teardown::None: return 0;
+      case Teardown::Failure: return exit_code_;
+      case Teardown::Signal: return 128 + exit_code_;
+      case Teardown::Timeout: return kTimeoutExit;
+    }
+    return 1;
+  }
+
+ private:
+  std::vector<std::string> rank_env(int rank, int port) const {
+    const std::pair<const char*, std::string> ours[] = {
+        {"MASTER_ADDR", "127.0.0.1"},         {"MASTER_PORT", std::to_string(port)},
+        {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(opt_.nranks)},
+        {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(opt_.nranks)},
+        {"BRAIDRUN", "1"}};
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) {
+      std::string_view kv = *e;
+      std::string_view key = kv.substr(0, kv.find('='));
+      if (std::none_of(std::begin(ours), std::end(ours), [&](auto& p) { return key == p.first; }))
+        env.emplace_back(kv);
+    }
+    for (auto& [k, v] : ours) env.push_back(fmt::format("{}={}", k, v));
+    return env;
+  }
+
+  void spawn(int rank, const std::string& program, int port) {
+    // Everything the child needs is built before fork, so the child only makes syscalls.
+    std::vector<std::string> env = rank_env(rank, port);
+    std::vector<char*> envp, argv;
+    for (auto& s : env) envp.push_back(s.data());
+    for (auto& s : opt_.argv) argv.push_back(s.data());
+    envp.push_back(nullptr);
+    argv.push_back(nullptr);
+
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    if (opt_.prefix && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) {
+      say("pipe failed: {}", std::strerror(errno));
+      std::exit(1);
+    }
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      say("fork failed for rank {}: {}", rank, std::strerror(errno));
+      std::exit(1);  // ranks already started are orphaned, but would fail rendezvous and exit
+    }
+    if (pid == 0) {
+      // Own process group: Ctrl-C at a terminal reaches only braidrun, which forwards it once,
+      // and a kill of the group also reaches anything the rank started (e.g. a shell's child).
+      ::setpgid(0, 0);
+      // Ranks are not in the foreground group, so reading the terminal would stop them.
+      int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      if (opt_.prefix) {
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+      }
+      ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      ::signal(SIGPIPE, SIG_DFL);
+      ::execve(program.c_str(), argv.data(), envp.data());
+      say("rank {}: cannot execute '{}': {}", rank, program, std::strerror(errno));
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // also from the parent, so a signal sent right away finds the group
+    ranks_.push_back({pid, true});
+    ++running_;
+    if (opt_.prefix) {
+      ::close(out[1]);
+      ::close(err[1]);
+      streams_.push_back({rank, 1, Fd(out[0]), {}});
+      streams_.push_back({rank, 2, Fd(err[0]), {}});
+    }
+  }
+
+  // Sends sig to the group of every rank that is running or may still have children holding
+  // its pipes open.
+  void signal_all(int sig) {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      bool pipes_open = std::any_of(streams_.begin(), streams_.end(), [&](const Stream& s) {
+        return s.rank == static_cast<int>(r) && s.fd.valid();
+      });
+      if (ranks_[r].running || pipes_open) ::kill(-ranks_[r].pid, sig);
+    }
+  }
+
+  // Every way the job ends early goes through here: signal the ranks, then SIGKILL after kGrace.
+  void begin_teardown(Teardown why, int sig) {
+    teardown_ = why;
+    signal_all(sig);
+    kill_deadline_ = Clock::now() + kGrace;
+  }
+
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return r.pid == pid; });
+      if (it == ranks_.end()) continue;
+      it->running = false;
+      if (--running_ == 0) drain_deadline_ = Clock::now() + kDrain;
+      bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      // Only the first failure is reported: later ones are usually caused by our SIGTERM or by
+      // peers losing their connection to the failed rank.
+      if (!failed || teardown_ != Teardown::None) continue;
+      int rank = static_cast<int>(it - ranks_.begin());
+      if (WIFEXITED(status)) {
+        exit_code_ = WEXITSTATUS(status);
+        say("rank {} exited with status {}", rank, exit_code_);
+      } else {
+        int sig = WTERMSIG(status);
+        exit_code_ = 128 + sig;
+        say("rank {} was killed by signal {} ({})", rank, sig, ::strsignal(sig));
+      }
+      begin_teardown(Teardown::Failure, SIGTERM);
+    }
+  }
+
+  void on_signal(int sig) {
+    if (teardown_ == Teardown::None) {
+      say("got SIG{}, forwarding it to all ranks", ::sigabbrev_np(sig));
+      exit_code_ = sig;
+      begin_teardown(Teardown::Signal, sig);
+    } else {
+      // A second Ctrl-C means the user does not want to wait out the grace period.
+      say("got another signal, killing all ranks");
+      signal_all(SIGKILL);
+    }
+  }
+
+  void emit(Stream& s, std::string_view text) {
+    if (text.empty()) return;
+    const std::string prefix = fmt::format("[{}] ", s.rank);
+    std::string out;
+    size_t start = 0;
+    for (size_t nl; (nl = text.find('\n', start)) != text.npos; start = nl + 1)
+      out.append(prefix).append(text.substr(start, nl + 1 - start));
+    if (start < text.size()) out.append(prefix).append(text.substr(start)).push_back('\n');
+    write_all(s.dest, out);  // one write per batch keeps lines whole on our side
+  }
+
+  // Reads what is available; writes out the complete lines and keeps the rest.
+  void read_stream(Stream& s) {
+    char buf[65536];
+    ssize_t n = ::read(s.fd.get(), buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n <= 0) return close_stream(s);
+    s.pending.append(buf, static_cast<size_t>(n));
+    size_t last_nl = s.pending.rfind('\n');
+    if (last_nl != std::string::npos) {
+      emit(s, std::string_view(s.pending).substr(0, last_nl + 1));
+      s.pending.erase(0, last_nl + 1);
+    }
+    if (s.pending.size() > kMaxPending) {  // bound memory for output that never ends a line
+      emit(s, s.pending);
+      s.pending.clear();
+    }
+  }
+
+  void close_stream(Stream& s) {
+    emit(s, s.pending);  // a last line without '\n' still gets printed, with one added
+    s.pending.clear();
+    s.fd.reset();
+  }
+
+  void loop() {
+    while (true) {
+      bool pipes_open =
+          std::any_of(streams_.begin(), streams_.end(), [](auto& s) { return s.fd.valid(); });
+      if (running_ == 0 && !pipes_open) return;
+
+      auto now = Clock::now();
+      if (running_ == 0 && now >= drain_deadline_) {
+        // Something the rank started still holds its pipes; don't wait for it forever.
+        for (auto& s : streams_)
+          if (s.fd.valid()) close_stream(s);
+        continue;
+      }
+      if (job_deadline_ && teardown_ == Teardown::None && now >= *job_deadline_) {
+        say("job timed out after {} seconds, killing all ranks", *opt_.timeout_s);
+        begin_teardown(Teardown::Timeout, SIGTERM);
+      }
+      if (kill_deadline_ && now >= *kill_deadline_) {
+        if (running_ > 0) say("ranks still running after {}s, sending SIGKILL", kGrace.count());
+        signal_all(SIGKILL);
+        kill_deadline_.reset();
+      }
+
+      // Sleep in poll() until output, a signal, or the next deadline.
+      std::optional<Clock::time_point> next;
+      auto consider = [&](std::optional<Clock::time_point> t) {
+        if (t && (!next || *t < *next)) next = t;
+      };
+      if (teardown_ == Teardown::None) consider(job_deadline_);
+      consider(kill_deadline_);
+      if (running_ == 0) consider(drain_deadline_);
+      int timeout_ms = -1;
+      if (next) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now());
+        timeout_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30));
+      }
+
+      std::vector<pollfd> fds{{sigfd_.get(), POLLIN, 0}};
+      std::vector<Stream*> polled;
+      for (auto& s : streams_)
+        if (s.fd.valid()) {
+          fds.push_back({s.fd.get(), POLLIN, 0});
+          polled.push_back(&s);
+        }
+      if (::poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+        say("poll failed: {}", std::strerror(errno));
+        std::exit(1);
+      }
+      for (size_t i = 0; i < polled.size(); ++i)
+        if (fds[i + 1].revents) read_stream(*polled[i]);
+      if (fds[0].revents & POLLIN) {
+        signalfd_siginfo si;
+        while (::read(sigfd_.get(), &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          if (si.ssi_signo == SIGCHLD) reap();
+          else on_signal(static_cast<int>(si.ssi_signo));
+        }
+      }
+    }
+  }
+
+  Options opt_;
+  sigset_t old_mask_{};
+  Fd sigfd_;
+  std::vector<Rank> ranks_;
+  std::vector<Stream> streams_;
+  int running_ = 0;
+  Teardown teardown_ = Teardown::None;
+  int exit_code_ = 0;  // failed rank's status, or the signal received
+  std::optional<Clock::time_point> job_deadline_, kill_deadline_;
+  Clock::time_point drain_deadline_{};
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return Job(parse_args(argc, argv)).run();
+}

@@ -1,0 +1,101 @@
+#include "core/context.hpp"
+
+#include <cstdlib>
+
+#include "braid/ops.hpp"
+#include "common/errors.hpp"
+
+namespace braid {
+
+namespace {
+std::unique_ptr<Context> g_context;
+}
+
+Context& context() {
+  if (!g_context)
+    fail(ErrorCode::InvalidState,
+         "Braid is not initialised: call braid::init_process_group() before any op");
+  return *g_context;
+}
+bool has_context() { return g_context != nullptr; }
+void set_context(std::unique_ptr<Context> c) { g_context = std::move(c); }
+std::unique_ptr<Context> take_context() { return std::move(g_context); }
+
+static std::string ranks_text(const std::vector<int>& r) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < r.size(); ++i) s += (i ? ", " : "") + std::to_string(r[i]);
+  return s + "]";
+}
+
+const detail::GroupImpl& op_group(const OpOptions& o, const char* op) {
+  Context& c = context();
+  const Group& g = o.group ? *o.group : c.world;
+  if (!g.valid())
+    fail(ErrorCode::InvalidArgument, "{}: options.group is not a valid group: expected one made "
+         "by braid::new_group() or braid::world()", op);
+  const auto& impl = *g.impl();
+  if (impl.my_rank < 0)
+    fail(ErrorCode::InvalidArgument, "{}: rank {} is not a member of group {} with ranks {}", op,
+         c.rank, impl.id, ranks_text(impl.ranks));
+  return impl;
+}
+
+void check_member(const detail::GroupImpl& g, int global_rank, const char* what, const char* op) {
+  if (global_rank < 0 || global_rank >= static_cast<int>(g.group_of_global.size()) ||
+      g.group_of_global[static_cast<std::size_t>(global_rank)] < 0)
+    fail(ErrorCode::InvalidArgument, "{}: {} = {} is not a rank of the group: expected one of {}",
+         op, what, global_rank, ranks_text(g.ranks));
+}
+
+void check_tensor(const Tensor& t, const char* what, const char* op) {
+  if (t.count < 0)
+    fail(ErrorCode::InvalidArgument, "{}: {} has a negative element count ({})", op, what, t.count);
+  if (t.count > 0 && t.data == nullptr)
+    fail(ErrorCode::InvalidArgument, "{}: {} has {} elements but a null data pointer", op, what, t.count);
+  if (static_cast<unsigned>(t.dtype) >= static_cast<unsigned>(kNumDTypes))
+    fail(ErrorCode::InvalidArgument, "{}: {} has an unknown dtype ({})", op, what, static_cast<int>(t.dtype));
+  if (!t.device.is_cpu())
+    fail(ErrorCode::NotSupported, "{}: {} is on cuda:{}, but this build of Braid moves host memory "
+         "only (device tensors arrive with the CUDA transport)", op, what, t.device.index);
+}
+
+Millis op_timeout(const OpOptions& o) {
+  if (o.timeout.count() < 0)
+    fail(ErrorCode::InvalidArgument, "options.timeout is negative ({} ms): expected 0 (default) or more",
+         o.timeout.count());
+  return o.timeout.count() > 0 ? o.timeout : context().timeout;
+}
+
+std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
+                                              int world_size, int my_global_rank) {
+  auto g = std::make_shared<detail::GroupImpl>();
+  g->id = id;
+  g->group_of_global.assign(static_cast<std::size_t>(world_size), -1);
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= world_size)
+      fail(ErrorCode::InvalidArgument, "new_group: rank {} is out of range: expected 0..{}", r,
+           world_size - 1);
+    if (g->group_of_global[static_cast<std::size_t>(r)] >= 0)
+      fail(ErrorCode::InvalidArgument, "new_group: rank {} appears twice in {}", r, ranks_text(ranks));
+    g->group_of_global[static_cast<std::size_t>(r)] = static_cast<int>(i);
+  }
+  g->my_rank = g->group_of_global[static_cast<std::size_t>(my_global_rank)];
+  g->ranks = std::move(ranks);
+  return g;
+}
+
+void agree_on_group(Context& c, const detail::GroupImpl& g) {
+  // Everything that must match on every rank for collectives to line up.
+  const char* algo = std::getenv("BRAID_ALGO");
+  const std::string mine = fmt::format("ranks={};algo={}", ranks_text(g.ranks), algo ? algo : "");
+  const auto key = fmt::format("group/{}", g.id);
+  const auto got = store::to_string(c.store->compare_set(key, {}, store::to_bytes(mine)));
+  if (got != mine)
+    fail(ErrorCode::InvalidArgument,
+         "group {} does not match across ranks: rank {} has '{}' but another rank created it with "
+         "'{}'; every rank must call new_group with the same ranks in the same order, with the same "
+         "BRAID_ALGO", g.id, c.rank, mine, got);
+}
+
+}  // namespace braid

@@ -1,0 +1,66 @@
+// Context: the state of an initialised process group (one per process).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/group.hpp"
+#include "braid/options.hpp"
+#include "braid/tensor.hpp"
+#include "core/engine.hpp"
+#include "store/store.hpp"
+
+namespace braid {
+
+namespace detail {
+struct GroupImpl {
+  std::uint32_t id = 0;
+  std::vector<int> ranks;            // global ranks in group order
+  std::vector<int> group_of_global;  // global rank -> group rank or -1
+  int my_rank = -1;                  // -1: the caller is not a member
+  std::atomic<std::uint64_t> collective_seq{0};  // tags successive collectives
+};
+}  // namespace detail
+
+struct Context {
+  int rank = 0;
+  int world_size = 1;
+  std::string backend;
+  std::string init_method;
+  Millis timeout{300000};
+  std::shared_ptr<store::Store> store;  // namespaced by group_name
+  std::unique_ptr<store::TcpStoreServer> server;  // when this process hosts it
+  std::unique_ptr<Engine> engine;
+  Group world;
+  std::uint32_t next_group_id = 1;
+};
+
+// The live context; throws braid::Error(InvalidState) before init.
+Context& context();
+bool has_context();
+void set_context(std::unique_ptr<Context> c);
+std::unique_ptr<Context> take_context();
+
+// The group an op runs on (options.group or world), checked: the caller must
+// be a member.
+const detail::GroupImpl& op_group(const OpOptions& o, const char* op);
+// Message contexts: point-to-point and collective traffic of each group are
+// matched separately, so a collective never consumes a user's message.
+inline std::uint32_t p2p_ctx(const detail::GroupImpl& g) { return g.id * 2; }
+inline std::uint32_t coll_ctx(const detail::GroupImpl& g) { return g.id * 2 + 1; }
+// Checks that `global_rank` is a member of g; `what` names the argument.
+void check_member(const detail::GroupImpl& g, int global_rank, const char* what, const char* op);
+// Checks a tensor argument (host memory, sane count and pointer).
+void check_tensor(const Tensor& t, const char* what, const char* op);
+// The op's timeout (options.timeout or the process group's default).
+Millis op_timeout(const OpOptions& o);
+std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
+                                              int world_size, int my_global_rank);
+// Records a group's definition in the store and checks every rank agrees.
+void agree_on_group(Context& c, const detail::GroupImpl& g);
+
+}  // namespace braid

@@ -1,0 +1,527 @@
+#include "core/engine.hpp"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "braid/ops.hpp"
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "tcp/tcp_transport.hpp"
+
+namespace braid {
+
+namespace {
+// Rounds of epoll_wait(0) before a waiter sleeps in the kernel. Short: with
+// more ranks than cores, the peer we wait for needs our core to run.
+constexpr int kSpinRounds = 16;
+// Longest single sleep: bounds how late a waiter notices its deadline.
+constexpr int kSliceMs = 100;
+// How often a long wait asks the store whether the job was aborted.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
+
+const char* kind_name(const Request& r) { return r.kind == Request::Kind::Send ? "send to" : "receive from"; }
+
+std::string peer_text(int peer) { return peer == ANY_SOURCE ? std::string("any rank") : fmt::format("rank {}", peer); }
+}  // namespace
+
+Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
+    : cfg_(std::move(cfg)), store_(std::move(store)),
+      left_(static_cast<std::size_t>(cfg_.world_size), 0) {
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_.valid() || !wake_.valid())
+    fail(ErrorCode::Internal, "cannot create epoll/eventfd: {}", errno_text());
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake-up eventfd
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  tcp_ = std::make_unique<TcpTransport>(*this, cfg_);
+  store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_->address()));
+}
+
+Engine::~Engine() {
+  try {
+    shutdown();
+  } catch (...) {
+  }
+}
+
+// --- epoll plumbing ---------------------------------------------------------
+
+void Engine::add_fd(int fd, EventSource* src, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = src;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    fail(ErrorCode::Internal, "epoll_ctl(ADD) failed: {}", errno_text());
+}
+
+void Engine::mod_fd(int fd, EventSource* src, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = src;
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev);
+}
+
+void Engine::del_fd(int fd) { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+void Engine::kick() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_.get(), &one, sizeof one);
+}
+
+void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
+  // Nobody is inside epoll_wait now, so closed connections can be freed.
+  tcp_->reap();
+  token_ = true;
+  lk.unlock();
+  epoll_event evs[64];
+  int n = ::epoll_wait(epoll_.get(), evs, 64, timeout_ms);
+  lk.lock();
+  token_ = false;
+  for (int i = 0; i < n; ++i) {
+    if (evs[i].data.ptr == nullptr) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = ::read(wake_.get(), &v, sizeof v);
+      continue;
+    }
+    static_cast<EventSource*>(evs[i].data.ptr)->on_events(evs[i].events);
+  }
+  cv_.notify_all();
+}
+
+// --- completion and failure -------------------------------------------------
+
+void Engine::complete(Request& r, std::exception_ptr error) {
+  if (r.done.load(std::memory_order_relaxed)) return;
+  if (r.posted) matcher_.unpost(r);
+  r.error = std::move(error);
+  if (r.is_async) {
+    auto it = std::find(async_reqs_.begin(), async_reqs_.end(), &r);
+    if (it != async_reqs_.end()) {
+      async_deadlines_.erase(async_deadlines_.begin() + (it - async_reqs_.begin()));
+      async_reqs_.erase(it);
+    }
+    // The Work may be gone already; free its state outside the mutex.
+    if (r.keepalive) graveyard_.push_back(std::move(r.keepalive));
+  }
+  r.done.store(true, std::memory_order_release);
+}
+
+void Engine::fail_all_locked(const std::exception_ptr& e) {
+  matcher_.for_each_posted([&](Request& r) { complete(r, e); });
+  for (auto& u : matcher_.unexpected()) {
+    if (u->kind == Unexpected::Kind::Local && u->local_send) complete(*u->local_send, e);
+  }
+  matcher_.unexpected().clear();
+  tcp_->fail_all(e);
+  // Anything still counted as async (e.g. a receive whose payload was being
+  // copied) is failed too, so no Work waits forever.
+  auto pending = async_reqs_;
+  for (Request* r : pending) complete(*r, e);
+}
+
+void Engine::abort_locked(int peer, const std::string& reason, bool publish) {
+  if (abort_error_) return;
+  abort_peer_ = peer;
+  const std::string msg = peer >= 0 ? fmt::format("job aborted: rank {} failed: {}", peer, reason)
+                                    : fmt::format("job aborted: {}", reason);
+  BRAID_WARN("{}", msg);
+  abort_error_ = std::make_exception_ptr(Error(ErrorCode::PeerFailure, msg, peer));
+  publish_abort_ = publish;
+  if (peer >= 0 && peer != cfg_.rank) tcp_->drop_peer(peer);
+  fail_all_locked(abort_error_);
+  cv_.notify_all();
+  if (token_) kick();
+}
+
+void Engine::peer_failed(int peer, const std::string& reason) { abort_locked(peer, reason, true); }
+
+void Engine::peer_left(int peer) {
+  left_[static_cast<std::size_t>(peer)] = 1;
+  auto e = std::make_exception_ptr(Error(
+      ErrorCode::PeerFailure,
+      fmt::format("rank {} left the job (destroy_process_group) while a receive from it was pending",
+                  peer),
+      peer));
+  matcher_.for_each_posted([&](Request& r) {
+    if (r.peer == peer) complete(r, e);
+  });
+  cv_.notify_all();
+}
+
+[[noreturn]] void Engine::throw_aborted() const { std::rethrow_exception(abort_error_); }
+
+void Engine::rethrow(Request& r) {
+  if (r.error) std::rethrow_exception(r.error);
+}
+
+// --- posting ----------------------------------------------------------------
+
+void Engine::ensure_connected(int peer, Deadline deadline) {
+  std::lock_guard g(connect_mu_);
+  {
+    std::lock_guard lk(mu_);
+    if (abort_error_) throw_aborted();
+    if (tcp_->connected(peer)) return;
+  }
+  // Store and socket I/O happen outside the engine mutex: other threads keep
+  // making progress while this one dials.
+  const std::string addr =
+      store::to_string(store_->get(fmt::format("addr/{}", peer), Millis(deadline.poll_ms())));
+  Fd fd = tcp_->dial(peer, addr, deadline);
+  if (!fd.valid()) {
+    const int err = errno;
+    std::unique_lock lk(mu_);
+    if (err == ECONNREFUSED || err == ECONNRESET) {
+      abort_locked(peer, fmt::format("its listener at {} refused the connection (the process "
+                                     "exited or was killed)", addr), true);
+      throw_aborted();
+    }
+    throw Error(ErrorCode::Timeout,
+                fmt::format("could not connect to rank {} at {}: {}", peer, addr, errno_text(err)), peer);
+  }
+  std::lock_guard lk(mu_);
+  if (abort_error_) throw_aborted();
+  tcp_->adopt_dialed(peer, std::move(fd));
+}
+
+void Engine::post_send(Request& r, Deadline deadline) {
+  r.kind = Request::Kind::Send;
+  r.deadline = deadline;
+  if (r.peer == cfg_.rank) {
+    // A send to oneself never touches a transport: match it directly.
+    std::unique_lock lk(mu_);
+    if (abort_error_) throw_aborted();
+    if (r.is_async) {
+      async_reqs_.push_back(&r);
+      async_deadlines_.push_back(deadline);
+    }
+    Request* rr = matcher_.take_posted(cfg_.rank, r.env);
+    if (rr) {
+      auto u = std::make_unique<Unexpected>();
+      u->kind = Unexpected::Kind::Local;
+      u->src = cfg_.rank;
+      u->env = r.env;
+      u->bytes = r.bytes;
+      u->local_send = &r;
+      Unexpected& ref = *u;
+      deliver(ref, *rr, std::move(u));
+    } else {
+      auto u = std::make_unique<Unexpected>();
+      u->kind = Unexpected::Kind::Local;
+      u->src = cfg_.rank;
+      u->env = r.env;
+      u->bytes = r.bytes;
+      u->local_send = &r;
+      matcher_.add_unexpected(std::move(u));
+    }
+    cv_.notify_all();
+    if (token_) kick();
+    return;
+  }
+  {
+    std::lock_guard lk(mu_);
+    if (abort_error_) throw_aborted();
+    if (left_[static_cast<std::size_t>(r.peer)])
+      throw Error(ErrorCode::PeerFailure,
+                  fmt::format("cannot send to rank {}: it left the job (destroy_process_group)", r.peer),
+                  r.peer);
+  }
+  if (!tcp_->connected(r.peer)) ensure_connected(r.peer, deadline);
+  std::unique_lock lk(mu_);
+  if (abort_error_) throw_aborted();
+  if (r.is_async) {
+    async_reqs_.push_back(&r);
+    async_deadlines_.push_back(deadline);
+    cv_.notify_all();
+  }
+  if (!tcp_->connected(r.peer)) {  // dropped between dial and now
+    complete(r, std::make_exception_ptr(Error(
+        ErrorCode::PeerFailure, fmt::format("connection to rank {} was lost", r.peer), r.peer)));
+    return;
+  }
+  tcp_->send(r);
+  if (token_ && !r.done.load(std::memory_order_relaxed)) kick();
+}
+
+void Engine::post_recv(Request& r) {
+  r.kind = Request::Kind::Recv;
+  std::unique_lock lk(mu_);
+  if (abort_error_) throw_aborted();
+  auto u = matcher_.take_unexpected(r);
+  // A departed peer's messages that already arrived can still be received.
+  if (!u && r.peer >= 0 && r.peer != cfg_.rank && left_[static_cast<std::size_t>(r.peer)])
+    throw Error(ErrorCode::PeerFailure,
+                fmt::format("cannot receive from rank {}: it left the job (destroy_process_group)", r.peer),
+                r.peer);
+  if (r.is_async) {
+    async_reqs_.push_back(&r);
+    async_deadlines_.push_back(r.deadline);
+    cv_.notify_all();
+  }
+  if (u) {
+    Unexpected& ref = *u;
+    deliver(ref, r, std::move(u));
+    return;
+  }
+  matcher_.post(r);
+}
+
+void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline deadline) {
+  r.is_async = true;
+  r.keepalive = std::move(keepalive);
+  r.deadline = deadline;
+  std::lock_guard lk(mu_);
+  if (!async_thread_.joinable() && !stopping_) async_thread_ = std::thread([this] { async_loop(); });
+}
+
+void Engine::deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned) {
+  r.source = u.src;
+  if (u.bytes > r.bytes) {
+    complete(r, std::make_exception_ptr(Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of "
+                    "{} bytes: receive sizes must be at least the send size",
+                    u.bytes, u.src, u.env.tag, r.bytes),
+        u.src)));
+    if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
+    else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
+      u.transport->claim(std::move(owned), nullptr);
+    return;
+  }
+  r.received = u.bytes;
+  switch (u.kind) {
+    case Unexpected::Kind::Local:
+      if (u.bytes) std::memcpy(r.buf, u.local_send->buf, u.bytes);
+      complete(*u.local_send);
+      complete(r);
+      return;
+    case Unexpected::Kind::Eager:
+      if (u.arrived == u.bytes) {
+        if (u.bytes) std::memcpy(r.buf, u.data.get(), u.bytes);
+        complete(r);
+        return;
+      }
+      u.transport->claim(std::move(owned), &r);
+      return;
+    case Unexpected::Kind::Rendezvous:
+      u.transport->claim(std::move(owned), &r);
+      return;
+  }
+}
+
+// --- waiting ----------------------------------------------------------------
+
+void Engine::cancel_locked(Request& r, std::exception_ptr e) {
+  if (r.done.load(std::memory_order_relaxed)) return;
+  bool clean = true;
+  if (r.posted) {
+    matcher_.unpost(r);
+  } else if (r.peer == cfg_.rank && r.kind == Request::Kind::Send) {
+    auto& q = matcher_.unexpected();
+    for (auto it = q.begin(); it != q.end(); ++it)
+      if ((*it)->local_send == &r) {
+        q.erase(it);
+        break;
+      }
+  } else {
+    clean = tcp_->cancel(r);
+  }
+  complete(r, e);
+  if (!clean) {
+    // Bytes of it are on the wire: the stream to that peer is out of step,
+    // which the job cannot recover from (NCCL treats timeouts the same way).
+    abort_locked(r.peer, fmt::format("an op with it timed out mid-transfer"), true);
+  }
+}
+
+void Engine::watchdog(std::unique_lock<std::mutex>& lk, int peer_hint) {
+  last_watchdog_ = Clock::now();
+  if (publish_abort_) {
+    publish_abort(lk);
+    return;
+  }
+  const bool probe = peer_hint >= 0 && peer_hint != cfg_.rank && !tcp_->has_incoming(peer_hint) &&
+                     !left_[static_cast<std::size_t>(peer_hint)];
+  // The token is ours, so nobody else polls while the mutex is released.
+  token_ = true;
+  lk.unlock();
+  std::optional<store::Bytes> seen;
+  std::string store_error;
+  bool probe_refused = false;
+  try {
+    seen = store_->try_get("abort");
+    if (probe && !seen) {
+      // The peer may have died before ever connecting to us: its listener
+      // refusing a connection is proof of death.
+      auto addr = store::to_string(store_->get(fmt::format("addr/{}", peer_hint), Millis(1000)));
+      const auto colon = addr.rfind(':');
+      Fd fd = net::connect_once(net::resolve(addr.substr(0, colon), std::atoi(addr.c_str() + colon + 1)),
+                                Deadline::after(Millis(200)));
+      probe_refused = !fd.valid() && (errno == ECONNREFUSED);
+    }
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Store) store_error = e.what();
+  }
+  lk.lock();
+  token_ = false;
+  if (!store_error.empty()) {
+    abort_locked(0, fmt::format("the store became unreachable ({}); rank 0 hosts it", store_error), false);
+  } else if (seen) {
+    const std::string s = store::to_string(*seen);
+    const int peer = std::atoi(s.c_str());
+    abort_locked(peer, "reported by another rank", false);
+  } else if (probe_refused) {
+    abort_locked(peer_hint, "its listener refused a connection (the process exited or was killed)", true);
+  }
+  cv_.notify_all();
+}
+
+// Returns true when done() holds, false when the deadline passed first.
+bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,
+                         Deadline deadline, int peer_hint) {
+  int spins = 0;
+  const auto start = Clock::now();
+  while (!done()) {
+    if (deadline.expired()) return false;
+    if (!token_) {
+      const int ms = spins < kSpinRounds ? 0 : deadline.poll_ms(kSliceMs);
+      ++spins;
+      progress_round(lk, ms);
+      expire_async_locked();
+      if (publish_abort_ ||
+          (Clock::now() - start > kWatchdogPeriod && Clock::now() - last_watchdog_ > kWatchdogPeriod))
+        watchdog(lk, peer_hint);
+    } else {
+      cv_.wait_for(lk, Millis(std::min(deadline.poll_ms(kSliceMs), kSliceMs) + 1));
+    }
+  }
+  return true;
+}
+
+void Engine::publish_abort(std::unique_lock<std::mutex>& lk) {
+  if (!publish_abort_) return;
+  publish_abort_ = false;
+  const std::string value = fmt::format("{}\n", abort_peer_);
+  lk.unlock();
+  try {
+    store_->compare_set("abort", {}, store::to_bytes(value));
+  } catch (const Error& e) {
+    BRAID_WARN("could not publish the abort in the store: {}", e.what());
+  }
+  lk.lock();
+}
+
+void Engine::release_graveyard(std::unique_lock<std::mutex>& lk) {
+  publish_abort(lk);
+  if (graveyard_.empty()) return;
+  auto dead = std::move(graveyard_);
+  graveyard_.clear();
+  lk.unlock();
+  dead.clear();
+  lk.lock();
+}
+
+void Engine::wait(Request& r, Deadline deadline) {
+  std::unique_lock lk(mu_);
+  if (!wait_locked(lk, [&] { return r.done.load(std::memory_order_acquire); }, deadline, r.peer)) {
+    cancel_locked(r, std::make_exception_ptr(Error(
+        ErrorCode::Timeout,
+        fmt::format("{} {} (tag {}) timed out after {} ms", kind_name(r), peer_text(r.peer),
+                    r.env.tag, r.timeout.count()),
+        r.peer)));
+  }
+  release_graveyard(lk);
+  lk.unlock();
+  rethrow(r);
+}
+
+bool Engine::wait_any(Request* const* reqs, std::size_t n, Deadline deadline, int peer_hint) {
+  std::unique_lock lk(mu_);
+  auto any = [&] {
+    for (std::size_t i = 0; i < n; ++i)
+      if (reqs[i]->done.load(std::memory_order_acquire)) return true;
+    return n == 0;
+  };
+  bool ok = wait_locked(lk, any, deadline, peer_hint);
+  release_graveyard(lk);
+  return ok;
+}
+
+void Engine::cancel(Request& r, std::exception_ptr e) {
+  std::lock_guard lk(mu_);
+  cancel_locked(r, std::move(e));
+}
+
+bool Engine::test(Request& r) {
+  if (r.done.load(std::memory_order_acquire)) return true;
+  std::unique_lock lk(mu_);
+  if (!token_) {
+    progress_round(lk, 0);
+    expire_async_locked();
+  }
+  release_graveyard(lk);
+  return r.done.load(std::memory_order_acquire);
+}
+
+void Engine::expire_async_locked() {
+  if (async_reqs_.empty()) return;
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < async_reqs_.size();) {
+    if (async_deadlines_[i].at <= now) {
+      Request& r = *async_reqs_[i];
+      cancel_locked(r, std::make_exception_ptr(Error(
+          ErrorCode::Timeout,
+          fmt::format("{} {} (tag {}) timed out after {} ms", kind_name(r), peer_text(r.peer),
+                      r.env.tag, r.timeout.count()),
+          r.peer)));
+      i = 0;  // cancel_locked edited the vectors
+      continue;
+    }
+    ++i;
+  }
+}
+
+void Engine::async_loop() {
+  std::unique_lock lk(mu_);
+  while (!stopping_) {
+    if (async_reqs_.empty()) {
+      release_graveyard(lk);
+      cv_.wait(lk, [&] { return stopping_ || !async_reqs_.empty(); });
+      continue;
+    }
+    if (!token_) {
+      progress_round(lk, kSliceMs);
+      expire_async_locked();
+      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk, -1);
+      release_graveyard(lk);
+    } else {
+      cv_.wait_for(lk, Millis(kSliceMs));
+    }
+  }
+}
+
+void Engine::shutdown() {
+  {
+    std::unique_lock lk(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+    kick();
+  }
+  if (async_thread_.joinable()) async_thread_.join();
+  std::unique_lock lk(mu_);
+  // Publish a pending abort so that others learn of it even if we exit now.
+  publish_abort(lk);
+  tcp_->shutdown();
+  tcp_->reap();
+  release_graveyard(lk);
+}
+
+}  // namespace braid

@@ -1,0 +1,149 @@
+// Engine: matching, progress and failure policy for one process.
+//
+// Progress model. There is no dedicated I/O thread on the blocking path: the
+// thread that waits drives progress itself. One "progress token" lets one
+// waiter at a time sit in epoll_wait() (without the mutex) and handle what
+// arrived (with the mutex); other waiters sleep on a condition variable and
+// are woken after each round. A small send is written on the caller's thread
+// straight into the socket. Async ops (isend/irecv, async collectives) are
+// driven by a background thread that only runs while async work is pending.
+//
+// Waiting spins briefly (epoll_wait with timeout 0), then sleeps in the
+// kernel: with 8 ranks on 2 cores a spin that never sleeps costs minutes.
+//
+// Failure policy. A dead peer (EOF without goodbye, reset, refused
+// connection, malformed frame) aborts the job: every pending and later op of
+// this process fails with an error naming the dead rank, and the abort is
+// published in the store so that ranks that never talk to the dead one learn
+// it too (every waiter checks the store about once a second).
+#pragma once
+
+#include <sys/epoll.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "common/fd.hpp"
+#include "common/time.hpp"
+#include "core/matcher.hpp"
+#include "core/request.hpp"
+#include "store/store.hpp"
+
+namespace braid {
+
+class Transport;
+class TcpTransport;
+class EventSource;
+
+struct EngineConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::uint64_t job_id = 0;
+  Millis timeout{300000};
+  std::string store_host;  // to choose the address to advertise
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig cfg, std::shared_ptr<store::Store> store);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  int rank() const { return cfg_.rank; }
+  int world_size() const { return cfg_.world_size; }
+  Millis default_timeout() const { return cfg_.timeout; }
+  store::Store& store() { return *store_; }
+
+  // --- posting (caller does not hold the mutex) -----------------------------
+  // Both throw braid::Error if the job is aborted or the peer is gone.
+  // `keepalive`, if set, is held until the request completes (async ops).
+  void post_send(Request& r, Deadline deadline);
+  void post_recv(Request& r);
+  void set_async(Request& r, std::shared_ptr<void> keepalive, Deadline deadline);
+
+  // --- waiting --------------------------------------------------------------
+  // Waits until r completes; throws its error, or a Timeout naming the peer
+  // (the request is withdrawn first).
+  void wait(Request& r, Deadline deadline);
+  // Waits until any of `reqs` completes (or all are done); for the executor.
+  // Returns false if the deadline passed first.
+  bool wait_any(Request* const* reqs, std::size_t n, Deadline deadline, int peer_hint = -1);
+  // Withdraws r with error e (a caller's own timeout policy).
+  void cancel(Request& r, std::exception_ptr e);
+  // One non-blocking progress pass; true if r is complete.
+  bool test(Request& r);
+  // Rethrows r's error, if any (after completion).
+  static void rethrow(Request& r);
+
+  // --- called by transports with the mutex held -----------------------------
+  Matcher& matcher() { return matcher_; }
+  void complete(Request& r, std::exception_ptr error = nullptr);
+  void peer_failed(int peer, const std::string& reason);
+  void peer_left(int peer);  // clean goodbye
+  void add_fd(int fd, EventSource* src, std::uint32_t events);
+  void mod_fd(int fd, EventSource* src, std::uint32_t events);
+  void del_fd(int fd);
+  // Delivers an unexpected message to receive r (copy, or pull).
+  void deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned);
+
+  // Says goodbye to every peer and stops the background thread.
+  void shutdown();
+  // True once the job is known to be aborted; the error names the dead rank.
+  bool aborted() const { return abort_error_ != nullptr; }
+  int abort_peer() const { return abort_peer_; }
+
+ private:
+  struct WaitTarget;
+  void progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms);
+  bool wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,
+                   Deadline deadline, int peer_hint);
+  void release_graveyard(std::unique_lock<std::mutex>& lk);  // also publishes an abort
+  void publish_abort(std::unique_lock<std::mutex>& lk);
+  void watchdog(std::unique_lock<std::mutex>& lk, int peer_hint);
+  void abort_locked(int peer, const std::string& reason, bool publish);
+  void fail_all_locked(const std::exception_ptr& e);
+  void ensure_connected(int peer, Deadline deadline);
+  void kick();
+  void async_loop();
+  void expire_async_locked();
+  void cancel_locked(Request& r, std::exception_ptr e);
+  [[noreturn]] void throw_aborted() const;
+
+  EngineConfig cfg_;
+  std::shared_ptr<store::Store> store_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool token_ = false;
+  Fd epoll_;
+  Fd wake_;  // eventfd: wakes the token holder out of epoll_wait
+
+  Matcher matcher_;
+  std::unique_ptr<TcpTransport> tcp_;
+  std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
+
+  // Abort state: the first failure wins and every later op reports it.
+  std::exception_ptr abort_error_;
+  int abort_peer_ = -1;
+  bool publish_abort_ = false;
+  std::vector<char> left_;  // peers that said goodbye
+
+  // Async ops: counted so the background thread sleeps when idle.
+  std::vector<Request*> async_reqs_;
+  std::vector<Deadline> async_deadlines_;
+  std::vector<std::shared_ptr<void>> graveyard_;  // released outside the mutex
+  std::thread async_thread_;
+  bool stopping_ = false;
+  Clock::time_point last_watchdog_{};
+};
+
+}  // namespace braid

@@ -1,0 +1,246 @@
+// init_process_group: the three init methods, rendezvous, and teardown.
+//
+//   env://          MASTER_ADDR, MASTER_PORT, and the rank and size from
+//                   RANK/WORLD_SIZE, Slurm, Open MPI or PMI variables;
+//   tcp://HOST:PORT rank 0 (or, with automatic ranks, the first process to
+//                   bind PORT on HOST) hosts the TCP store there;
+//   file:///path    a FileStore on a shared file system.
+// With tcp:// or file:// and rank -1, ranks are given in order of arrival.
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "braid/process_group.hpp"
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "core/context.hpp"
+
+namespace braid {
+
+namespace {
+
+std::mutex g_init_mu;
+
+struct Endpoint {
+  std::string host;
+  int port = -1;
+};
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+int parse_int(const std::string& text, const char* what, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || *end != '\0' || v < lo || v > hi)
+    fail(ErrorCode::InvalidArgument, "{} = '{}' is not valid: expected an integer in {}..{}", what,
+         text, lo, hi);
+  return static_cast<int>(v);
+}
+
+// Rank and world size from the launcher's environment, first match wins.
+void rank_and_size_from_env(int& rank, int& size) {
+  static const char* pairs[][2] = {{"RANK", "WORLD_SIZE"},
+                                   {"SLURM_PROCID", "SLURM_NTASKS"},
+                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"}};
+  for (auto& p : pairs) {
+    if (rank < 0)
+      if (auto v = env(p[0])) rank = parse_int(*v, p[0], 0, 1 << 24);
+    if (size < 0)
+      if (auto v = env(p[1])) size = parse_int(*v, p[1], 1, 1 << 24);
+  }
+}
+
+Endpoint parse_host_port(const std::string& hp, const std::string& method) {
+  const auto colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
+    fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected tcp://HOST:PORT", method);
+  return {hp.substr(0, colon), parse_int(hp.substr(colon + 1), "port", 1, 65535)};
+}
+
+std::uint64_t random_u64() {
+  std::uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != sizeof v) v = std::random_device{}() ^ (std::uint64_t(getpid()) << 32);
+  return v | 1;  // never 0
+}
+
+void validate_backend(const std::string& b) {
+  if (b == "auto" || b == "tcp") return;
+  if (b == "shm" || b == "verbs" || b == "cuda")
+    fail(ErrorCode::NotSupported,
+         "backend '{}' is not available in this version of Braid: expected 'auto' or 'tcp'", b);
+  fail(ErrorCode::InvalidArgument,
+       "unknown backend '{}': expected one of 'auto', 'tcp', 'shm', 'verbs', 'cuda'", b);
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& o) {
+  std::lock_guard g(g_init_mu);
+  if (has_context())
+    fail(ErrorCode::InvalidState,
+         "init_process_group was called twice: call destroy_process_group() first");
+  validate_backend(o.backend);
+  if (o.timeout.count() <= 0)
+    fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", o.timeout.count());
+  if (o.rank < -1 || o.world_size < -1 || o.world_size == 0)
+    fail(ErrorCode::InvalidArgument,
+         "rank = {} and world_size = {}: expected rank >= 0 (or -1) and world_size >= 1 (or -1)",
+         o.rank, o.world_size);
+
+  auto c = std::make_unique<Context>();
+  c->backend = o.backend == "auto" ? "tcp" : o.backend;
+  c->init_method = o.init_method.empty() ? "env://" : o.init_method;
+  c->timeout = o.timeout;
+  int rank = o.rank, world = o.world_size;
+  std::shared_ptr<store::Store> base;
+  std::string store_host = "127.0.0.1";
+  bool auto_rank = false;
+  const std::string& m = c->init_method;
+
+  if (m.rfind("env://", 0) == 0) {
+    rank_and_size_from_env(rank, world);
+    auto addr = env("MASTER_ADDR");
+    auto port = env("MASTER_PORT");
+    if (!addr) fail(ErrorCode::InvalidArgument, "init_method env:// needs MASTER_ADDR (the store host) in the environment");
+    if (!port) fail(ErrorCode::InvalidArgument, "init_method env:// needs MASTER_PORT in the environment");
+    if (rank < 0)
+      fail(ErrorCode::InvalidArgument, "init_method env:// needs the rank: set RANK (or SLURM_PROCID, "
+           "OMPI_COMM_WORLD_RANK, PMI_RANK) or pass InitOptions::rank");
+    if (world < 0)
+      fail(ErrorCode::InvalidArgument, "init_method env:// needs the world size: set WORLD_SIZE (or "
+           "SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE) or pass InitOptions::world_size");
+    const int p = parse_int(*port, "MASTER_PORT", 1, 65535);
+    store_host = *addr;
+    if (rank == 0) c->server = std::make_unique<store::TcpStoreServer>("", p);
+    base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
+  } else if (m.rfind("tcp://", 0) == 0) {
+    const Endpoint ep = parse_host_port(m.substr(6), m);
+    if (world < 0) {
+      if (auto v = env("WORLD_SIZE")) world = parse_int(*v, "WORLD_SIZE", 1, 1 << 24);
+      else fail(ErrorCode::InvalidArgument, "init_method tcp:// needs world_size (InitOptions::world_size or WORLD_SIZE)");
+    }
+    store_host = ep.host;
+    auto_rank = rank < 0;
+    if (rank == 0) {
+      c->server = std::make_unique<store::TcpStoreServer>(ep.host, ep.port);
+    } else if (auto_rank) {
+      // Whoever binds the port first hosts the store; everyone else finds it taken.
+      c->server = store::TcpStoreServer::try_create(ep.host, ep.port);
+    }
+    base = std::make_shared<store::TcpStore>(ep.host, ep.port, o.timeout);
+  } else if (m.rfind("file://", 0) == 0) {
+    const std::string path = m.substr(7);
+    if (path.empty() || path[0] != '/')
+      fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected file:///absolute/path", m);
+    if (world < 0) {
+      if (auto v = env("WORLD_SIZE")) world = parse_int(*v, "WORLD_SIZE", 1, 1 << 24);
+      else fail(ErrorCode::InvalidArgument, "init_method file:// needs world_size (InitOptions::world_size or WORLD_SIZE)");
+    }
+    auto_rank = rank < 0;
+    base = std::make_shared<store::FileStore>(path, o.timeout);
+  } else {
+    fail(ErrorCode::InvalidArgument,
+         "unknown init_method '{}': expected env://, tcp://HOST:PORT or file:///path", m);
+  }
+  if (!auto_rank && rank >= world)
+    fail(ErrorCode::InvalidArgument, "rank {} is out of range for world_size {}: expected 0..{}", rank,
+         world, world - 1);
+
+  base->set_timeout(o.timeout);
+  const std::string name = o.group_name.empty() ? "default" : o.group_name;
+  auto st = std::make_shared<store::PrefixStore>("braid/" + name, base);
+
+  if (auto_rank) {
+    const auto n = st->add("rank_counter", 1);
+    if (n > world)
+      fail(ErrorCode::InvalidArgument, "{} processes joined '{}' but world_size is {}: expected exactly "
+           "world_size processes (a stale file store, or a group_name shared by two jobs?)", n, m, world);
+    rank = static_cast<int>(n - 1);
+  }
+  log::set_rank(rank);
+
+  // One job id, chosen by rank 0, lets sockets reject strays from other jobs.
+  std::uint64_t job_id;
+  if (rank == 0) {
+    job_id = random_u64();
+    st->set("job", store::to_bytes(fmt::format("{} {}", job_id, world)));
+  } else {
+    const auto v = store::to_string(st->get("job", o.timeout));
+    unsigned long long id = 0;
+    int w = 0;
+    if (std::sscanf(v.c_str(), "%llu %d", &id, &w) != 2)
+      fail(ErrorCode::Store, "the store holds a malformed job record '{}'", v);
+    if (w != world)
+      fail(ErrorCode::InvalidArgument, "rank {} was started with world_size {} but rank 0 with {}: every "
+           "rank must agree", rank, world, w);
+    job_id = id;
+  }
+
+  c->rank = rank;
+  c->world_size = world;
+  c->store = st;
+  EngineConfig ec{rank, world, job_id, o.timeout, store_host};
+  c->engine = std::make_unique<Engine>(ec, st);
+
+  std::vector<int> all(static_cast<std::size_t>(world));
+  for (int i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
+  c->world = Group(make_group(0, std::move(all), world, rank));
+  agree_on_group(*c, *c->world.impl());
+
+  // Rendezvous: init returns once every rank has published its address.
+  if (st->add("joined", 1) == world) st->set("ready", store::to_bytes("1"));
+  st->wait({"ready"}, o.timeout);
+  BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
+  set_context(std::move(c));
+}
+
+bool is_initialized() { return has_context(); }
+
+void destroy_process_group() {
+  std::lock_guard g(g_init_mu);
+  auto c = take_context();
+  if (!c)
+    fail(ErrorCode::InvalidState, "destroy_process_group: Braid is not initialised");
+  const bool aborted = c->engine->aborted();
+  c->engine->shutdown();
+  try {
+    const auto left = c->store->add("left", 1);
+    // The host keeps the store up until everyone has left (bounded), since
+    // the others still read it to detect failures.
+    // After an abort the dead rank never arrives: wait for the survivors only
+    // (they read the store to learn of the abort).
+    const int expected = aborted && c->engine->abort_peer() >= 0 ? c->world_size - 1 : c->world_size;
+    if (c->server && left < expected) {
+      const auto limit = Deadline::after(std::min<Millis>(c->timeout, Millis(aborted ? 10000 : 30000)));
+      while (!limit.expired()) {
+        if (c->store->add("left", 0) >= expected) break;
+        std::this_thread::sleep_for(Millis(5));
+      }
+    }
+  } catch (const Error& e) {
+    BRAID_INFO("destroy_process_group: store unavailable: {}", e.what());
+  }
+  c->engine.reset();
+  c->store.reset();
+  c->server.reset();
+  log::set_rank(-1);
+}
+
+int get_rank() { return context().rank; }
+int get_world_size() { return context().world_size; }
+std::string get_backend() { return context().backend; }
+Group world() { return context().world; }
+
+}  // namespace braid

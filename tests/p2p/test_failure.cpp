@@ -1,0 +1,119 @@
+// Failure behaviour: timeouts, a rank killed mid-transfer or before it ever
+// connected, a rank that left. Every survivor gets an error naming the dead
+// rank within seconds, never a hang.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "mp/harness.hpp"
+
+using namespace braid_test;
+using braid::ErrorCode;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+TEST_CASE("a blocking receive honours its timeout and names the peer", "[failure]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    if (rank == 0) {
+      std::vector<float> v(10);
+      const auto t0 = Clock::now();
+      auto e = expect_error([&] { braid::recv(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(300)}); },
+                            ErrorCode::Timeout, "receive from rank 1");
+      RANK_CHECK(e.peer() == 1);
+      RANK_CHECK(seconds_since(t0) < 5.0);
+      // The pair is still usable after a clean timeout.
+      braid::recv(braid::tensor(v), 1, {.tag = 2});
+      RANK_CHECK(v[0] == 4.0f);
+      auto w = braid::irecv(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(200), .tag = 3});
+      expect_error([&] { w.wait(); }, ErrorCode::Timeout, "rank 1");
+    } else {
+      std::vector<float> v(10, 4.0f);
+      std::this_thread::sleep_for(std::chrono::milliseconds(600));
+      braid::send(braid::tensor(v), 0, {.tag = 2});
+    }
+    braid::barrier();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("a rank killed mid-transfer: every survivor learns within seconds", "[failure]") {
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    if (rank == 1) {
+      // Stream 32 MiB messages until a timer kills this process: the death
+      // lands in the middle of some transfer.
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ::raise(SIGKILL);
+      }).detach();
+      std::vector<char> big(32u << 20, 'x');
+      for (;;) braid::send(braid::tensor(big), 0);
+    }
+    const auto t0 = Clock::now();
+    if (rank == 0) {
+      std::vector<char> big(32u << 20);
+      auto e = expect_error([&] {
+        for (;;) braid::recv(braid::tensor(big), 1);
+      }, ErrorCode::PeerFailure, "rank 1");
+      RANK_CHECK(e.peer() == 1);
+    } else {
+      // Rank 2 never talks to rank 1: it waits on rank 0, which never sends.
+      // It must still learn of rank 1's death, through the store.
+      int x = 0;
+      auto e = expect_error([&] { braid::recv(braid::tensor(&x, 1), 0); }, ErrorCode::PeerFailure, "rank 1");
+      RANK_CHECK(e.peer() == 1);
+    }
+    RANK_CHECK_MSG(seconds_since(t0) < 15.0, "took " << seconds_since(t0) << " s");
+    // Later ops fail at once, naming the dead rank too.
+    int y = 0;
+    expect_error([&] { braid::send(braid::tensor(&y, 1), rank == 0 ? 2 : 0); }, ErrorCode::PeerFailure, "rank 1");
+  });
+  INFO(describe(res));
+  REQUIRE(res[0].ok());
+  REQUIRE(res[2].ok());
+  REQUIRE((!res[1].exited && res[1].code == SIGKILL));
+}
+
+TEST_CASE("a rank killed before it ever connected is detected", "[failure]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    if (rank == 1) ::raise(SIGKILL);
+    int x = 0;
+    const auto t0 = Clock::now();
+    auto e = expect_error([&] { braid::recv(braid::tensor(&x, 1), 1); }, ErrorCode::PeerFailure, "rank 1");
+    RANK_CHECK(e.peer() == 1);
+    RANK_CHECK_MSG(seconds_since(t0) < 10.0, "took " << seconds_since(t0) << " s");
+  });
+  INFO(describe(res));
+  REQUIRE(res[0].ok());
+}
+
+TEST_CASE("a rank that leaves cleanly is not mistaken for a crash", "[failure]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    int x = rank;
+    if (rank == 1) {
+      braid::send(braid::tensor(&x, 1), 0);
+      braid::destroy_process_group();
+      return;
+    }
+    braid::recv(braid::tensor(&x, 1), 1);
+    RANK_CHECK(x == 1);
+    // A later receive from the departed rank fails with a clear reason.
+    auto e = expect_error([&] { braid::recv(braid::tensor(&x, 1), 1, {.timeout = std::chrono::seconds(20)}); },
+                          ErrorCode::PeerFailure, "rank 1");
+    RANK_CHECK(e.peer() == 1);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}

@@ -1,0 +1,230 @@
+// Init methods, groups, and bad input: each gets a braid::Error that says
+// what was wrong.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "mp/harness.hpp"
+
+using namespace braid_test;
+using braid::ErrorCode;
+
+namespace {
+// Every rank sends its rank to rank 0, which checks them.
+void check_world_talks(int world) {
+  if (braid::get_rank() == 0) {
+    std::vector<int> seen(static_cast<std::size_t>(world), 0);
+    for (int i = 1; i < world; ++i) {
+      int v = -1;
+      int from = braid::recv(braid::tensor(&v, 1), braid::ANY_SOURCE);
+      RANK_CHECK(v == from);
+      seen[static_cast<std::size_t>(from)]++;
+    }
+    for (int i = 1; i < world; ++i) RANK_CHECK(seen[static_cast<std::size_t>(i)] == 1);
+  } else {
+    int v = braid::get_rank();
+    braid::send(braid::tensor(&v, 1), 0);
+  }
+  braid::barrier();
+}
+
+std::string temp_path(const char* tag) {
+  return (std::filesystem::temp_directory_path() /
+          (std::string("braid-test-") + tag + "-" + std::to_string(::getpid())))
+      .string();
+}
+}  // namespace
+
+TEST_CASE("env:// with RANK/WORLD_SIZE and with Slurm, Open MPI and PMI variables", "[init]") {
+  auto res = run_ranks(3, [](int, int world) {
+    init_env();
+    check_world_talks(world);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+  for (auto vars : {std::pair{"SLURM_PROCID", "SLURM_NTASKS"},
+                    std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                    std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    auto r2 = run_ranks(3, [vars](int rank, int world) {
+      ::unsetenv("RANK");
+      ::unsetenv("WORLD_SIZE");
+      ::setenv(vars.first, std::to_string(rank).c_str(), 1);
+      ::setenv(vars.second, std::to_string(world).c_str(), 1);
+      init_env();
+      RANK_CHECK(braid::get_rank() == rank);
+      RANK_CHECK(braid::get_world_size() == world);
+      check_world_talks(world);
+    });
+    INFO(vars.first << ": " << describe(r2));
+    REQUIRE(all_ok(r2));
+  }
+}
+
+TEST_CASE("tcp:// with given ranks and with ranks assigned by arrival", "[init]") {
+  for (bool automatic : {false, true}) {
+    const int port = free_port();
+    auto res = run_ranks(4, [port, automatic](int rank, int world) {
+      braid::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(port),
+                                 .rank = automatic ? -1 : rank, .world_size = world,
+                                 .timeout = std::chrono::seconds(60)});
+      if (!automatic) RANK_CHECK(braid::get_rank() == rank);
+      RANK_CHECK(braid::get_rank() >= 0 && braid::get_rank() < world);
+      check_world_talks(world);
+    });
+    INFO("automatic=" << automatic << ": " << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
+TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart", "[init]") {
+  for (bool automatic : {false, true}) {
+    const std::string path = temp_path(automatic ? "auto" : "fixed");
+    auto res = run_ranks(4, [&](int rank, int world) {
+      braid::init_process_group({.init_method = "file://" + path, .rank = automatic ? -1 : rank,
+                                 .world_size = world, .timeout = std::chrono::seconds(60)});
+      check_world_talks(world);
+    });
+    INFO(describe(res));
+    REQUIRE(all_ok(res));
+    // The last user removed the file.
+    REQUIRE_FALSE(std::filesystem::exists(path));
+  }
+  // Two jobs of 2 ranks on one file, told apart by group_name.
+  const std::string path = temp_path("shared");
+  auto res = run_ranks(4, [&](int rank, int) {
+    const std::string name = rank < 2 ? "jobA" : "jobB";
+    braid::init_process_group({.init_method = "file://" + path, .rank = rank % 2, .world_size = 2,
+                               .timeout = std::chrono::seconds(60), .group_name = name});
+    int v = rank, got = -1;
+    const int peer = 1 - braid::get_rank();
+    auto w = braid::isend(braid::tensor(&v, 1), peer);
+    braid::recv(braid::tensor(&got, 1), peer);
+    w.wait();
+    // My partner is the other process of my own job.
+    RANK_CHECK(got == (rank < 2 ? 1 - rank : 5 - rank));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("new_group: subsets, translation, outsiders, mismatches", "[init][group]") {
+  auto res = run_ranks(4, [](int rank, int) {
+    init_env();
+    braid::Group g = braid::new_group({0, 2});
+    RANK_CHECK(braid::get_rank(g) == (rank == 0 ? 0 : rank == 2 ? 1 : -1));
+    RANK_CHECK(braid::get_world_size(g) == 2);
+    RANK_CHECK(g.global_rank(1) == 2);
+    braid::Group h = braid::new_group({3, 1});  // order is the list's order
+    if (rank == 1) RANK_CHECK(h.rank() == 1);
+    if (rank == 0 || rank == 2) {
+      // Same tag on the world and on g: the group keeps its own message space.
+      int a = rank, b = -1, c = -1;
+      braid::OpOptions og{.group = &g, .tag = 5};
+      const int peer = rank == 0 ? 2 : 0;
+      auto w1 = braid::isend(braid::tensor(&a, 1), peer, og);
+      int d = rank + 100;
+      auto w2 = braid::isend(braid::tensor(&d, 1), peer, {.tag = 5});
+      int from = braid::recv(braid::tensor(&c, 1), peer, {.tag = 5});        // world
+      braid::recv(braid::tensor(&b, 1), braid::ANY_SOURCE, og);  // group
+      w1.wait();
+      w2.wait();
+      RANK_CHECK(from == peer);  // global ranks even in a group
+      RANK_CHECK(b == peer);
+      RANK_CHECK(c == peer + 100);
+      // dst outside the group.
+      expect_error([&] { braid::send(braid::tensor(&a, 1), 1, og); }, ErrorCode::InvalidArgument,
+                   "dst = 1 is not a rank of the group");
+    } else {
+      int a = 0;
+      braid::OpOptions og{.group = &g};
+      expect_error([&] { braid::send(braid::tensor(&a, 1), 0, og); }, ErrorCode::InvalidArgument,
+                   "is not a member of group");
+    }
+    expect_error([&] { braid::new_group({0, 0}); }, ErrorCode::InvalidArgument, "appears twice");
+    expect_error([&] { braid::new_group({0, 9}); }, ErrorCode::InvalidArgument, "out of range");
+    // Ranks disagree on the members of the next group: detected at creation.
+    std::vector<int> members = rank == 3 ? std::vector<int>{0, 1} : std::vector<int>{0, 1, 2};
+    // The first definition to reach the store wins; make rank 3 the late one.
+    if (rank == 3) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    try {
+      braid::new_group(members);
+      RANK_CHECK_MSG(rank != 3, "rank 3's mismatched group was accepted");
+    } catch (const braid::Error& e) {
+      RANK_CHECK(std::string(e.what()).find("does not match across ranks") != std::string::npos);
+    }
+    braid::barrier();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    int x = 0;
+    expect_error([&] { braid::send(braid::tensor(&x, 1), 0); }, ErrorCode::InvalidState,
+                 "call braid::init_process_group()");
+    expect_error([&] { braid::get_rank(); }, ErrorCode::InvalidState, "not initialised");
+    expect_error([&] { braid::init_process_group({.backend = "carrier-pigeon"}); },
+                 ErrorCode::InvalidArgument, "unknown backend 'carrier-pigeon'");
+    expect_error([&] { braid::init_process_group({.init_method = "udp://x:1"}); },
+                 ErrorCode::InvalidArgument, "unknown init_method 'udp://x:1'");
+    expect_error([&] { braid::init_process_group({.init_method = "tcp://nohost"}); },
+                 ErrorCode::InvalidArgument, "expected tcp://HOST:PORT");
+    {
+      const std::string saved = std::getenv("MASTER_ADDR");
+      ::unsetenv("MASTER_ADDR");
+      expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "MASTER_ADDR");
+      ::setenv("MASTER_ADDR", saved.c_str(), 1);
+    }
+    ::setenv("MASTER_PORT", "notaport", 1);
+    expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "MASTER_PORT = 'notaport'");
+    ::unsetenv("MASTER_PORT");
+    expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "MASTER_PORT");
+    RANK_CHECK(!braid::is_initialized());
+    (void)rank;
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+
+  auto res2 = run_ranks(2, [](int rank, int) {
+    init_env();
+    expect_error([&] { init_env(); }, ErrorCode::InvalidState, "called twice");
+    int x = 0;
+    expect_error([&] { braid::send(braid::tensor(&x, 1), 2); }, ErrorCode::InvalidArgument,
+                 "dst = 2 is not a rank of the group");
+    expect_error([&] { braid::recv(braid::tensor(&x, 1), -7); }, ErrorCode::InvalidArgument,
+                 "src = -7");
+    expect_error([&] { braid::send(braid::tensor(static_cast<int*>(nullptr), 4), 1 - rank); },
+                 ErrorCode::InvalidArgument, "null data pointer");
+    expect_error([&] { braid::send(braid::Tensor{&x, -1}, 1 - rank); }, ErrorCode::InvalidArgument,
+                 "negative element count");
+    expect_error([&] { braid::send(braid::tensor(&x, 1, braid::Device::cuda(0)), 1 - rank); },
+                 ErrorCode::NotSupported, "cuda:0");
+    expect_error([&] { braid::send(braid::tensor(&x, 1), 1 - rank, {.timeout = std::chrono::milliseconds(-5)}); },
+                 ErrorCode::InvalidArgument, "timeout is negative");
+    braid::Group empty;
+    expect_error([&] { braid::send(braid::tensor(&x, 1), 1 - rank, {.group = &empty}); },
+                 ErrorCode::InvalidArgument, "not a valid group");
+    braid::barrier();
+  });
+  INFO(describe(res2));
+  REQUIRE(all_ok(res2));
+
+  auto res3 = run_ranks(2, [](int rank, int) {
+    ::setenv("WORLD_SIZE", rank == 1 ? "3" : "2", 1);
+    if (rank == 1) {
+      expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "every rank must agree");
+    } else {
+      // Rank 0 waits in vain for the second rank: a timeout, not a hang.
+      expect_error([&] {
+        braid::init_process_group({.timeout = std::chrono::milliseconds(1500)});
+      }, ErrorCode::Timeout, "ready");
+    }
+  }, {.timeout_s = 30});
+  INFO(describe(res3));
+  REQUIRE(all_ok(res3));
+}

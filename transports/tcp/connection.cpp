@@ -1,0 +1,306 @@
+#include "connection.hpp"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "core/engine.hpp"
+#include "tcp_transport.hpp"
+
+namespace braid {
+
+namespace {
+// A frame larger than this is a protocol error for EAGER (senders use the
+// eager limit, at most 4 MiB): an allocation bound a peer cannot push past.
+constexpr std::uint64_t kMaxEagerPayload = 4u << 20;
+constexpr std::size_t kHeader = sizeof(wire::FrameHeader);
+}  // namespace
+
+Connection::Connection(TcpTransport& owner, Fd fd, int peer, bool dialed)
+    : t_(owner), fd_(std::move(fd)), peer_(peer), dialed_(dialed) {
+  t_.engine().add_fd(fd_.get(), this, EPOLLIN);
+}
+
+Connection::~Connection() = default;
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  t_.engine().del_fd(fd_.get());
+  fd_.reset();
+}
+
+void Connection::on_events(std::uint32_t events) {
+  if (closed_) return;  // a stale event from the round that closed us
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) read_ready();
+  if (!closed_ && (events & EPOLLOUT)) flush();
+}
+
+void Connection::enqueue(Request& r) {
+  r.qnext = nullptr;
+  r.queued = true;
+  r.conn = this;
+  r.frame_written = 0;
+  if (qtail_) qtail_->qnext = &r;
+  else qhead_ = &r;
+  qtail_ = &r;
+  // Write now, on the caller's thread, unless older frames are still waiting
+  // for socket space (then EPOLLOUT already watches for it).
+  if (qhead_ == &r) flush();
+}
+
+bool Connection::unqueue(Request& r) {
+  if (!r.queued || r.conn != this || r.frame_written > 0) return false;
+  Request* prev = nullptr;
+  for (Request* q = qhead_; q; prev = q, q = q->qnext) {
+    if (q != &r) continue;
+    if (prev) prev->qnext = q->qnext;
+    else qhead_ = q->qnext;
+    if (qtail_ == q) qtail_ = prev;
+    r.queued = false;
+    r.qnext = nullptr;
+    return true;
+  }
+  return false;
+}
+
+bool Connection::divert(Request& r) {
+  if (reading_req_ != &r) return false;
+  reading_req_ = nullptr;
+  rstate_ = ReadState::Discard;
+  return true;
+}
+
+void Connection::adopt_partial(std::unique_ptr<Unexpected> u) { partial_ = std::move(u); }
+
+void Connection::flush() {
+  while (qhead_ && !closed_) {
+    Request& r = *qhead_;
+    const std::size_t total = kHeader + r.frame_payload;
+    iovec iov[2];
+    int cnt = 0;
+    if (r.frame_written < kHeader) {
+      iov[cnt++] = {reinterpret_cast<char*>(&r.frame) + r.frame_written, kHeader - r.frame_written};
+      if (r.frame_payload > 0) iov[cnt++] = {r.buf, r.frame_payload};
+    } else {
+      iov[cnt++] = {static_cast<char*>(r.buf) + (r.frame_written - kHeader), total - r.frame_written};
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(cnt);
+    ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      broken(fmt::format("send failed: {}", errno_text()));
+      return;
+    }
+    r.frame_written += static_cast<std::size_t>(n);
+    r.started = true;
+    if (r.frame_written < total) continue;
+    qhead_ = r.qnext;
+    if (!qhead_) qtail_ = nullptr;
+    r.qnext = nullptr;
+    r.queued = false;
+    r.frame_written = 0;
+    frame_written(r);
+  }
+  update_interest();
+}
+
+void Connection::update_interest() {
+  if (closed_) return;
+  bool want = qhead_ != nullptr;
+  if (want == want_out_) return;
+  want_out_ = want;
+  t_.engine().mod_fd(fd_.get(), this, EPOLLIN | (want ? EPOLLOUT : 0u));
+}
+
+void Connection::frame_written(Request& r) {
+  switch (static_cast<wire::FrameType>(r.frame.type)) {
+    case wire::FrameType::Eager:
+    case wire::FrameType::Data:
+      r.started = false;
+      t_.engine().complete(r);
+      break;
+    case wire::FrameType::Rts:  // now waits for the CTS
+    case wire::FrameType::Cts:  // the receive now waits for DATA
+      r.started = false;
+      break;
+    default:
+      break;
+  }
+  // Control frames the transport allocated are done once written; the owner
+  // frees them when it reaps (they are tiny and rare).
+}
+
+void Connection::read_ready() {
+  for (;;) {
+    if (closed_) return;
+    ssize_t n;
+    if (rstate_ == ReadState::Header) {
+      n = ::recv(fd_.get(), reinterpret_cast<char*>(&hdr_) + hdr_got_, kHeader - hdr_got_, 0);
+    } else if (rstate_ == ReadState::Payload) {
+      n = ::recv(fd_.get(), dst_, remaining_, 0);
+    } else {
+      char sink[16384];
+      n = ::recv(fd_.get(), sink, std::min(remaining_, sizeof sink), 0);
+    }
+    if (n == 0) {
+      if (peer_ < 0) {  // a probe, or a stray connection that never said hello
+        t_.retire(*this);
+        return;
+      }
+      if (bye_received_) t_.connection_closed_cleanly(*this);
+      else broken("connection closed without goodbye (the process exited or was killed)");
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (peer_ < 0) {
+        t_.retire(*this);
+        return;
+      }
+      broken(fmt::format("receive failed: {}", errno_text()));
+      return;
+    }
+    const auto got = static_cast<std::size_t>(n);
+    if (rstate_ == ReadState::Header) {
+      hdr_got_ += got;
+      if (hdr_got_ == kHeader) {
+        hdr_got_ = 0;
+        handle_header();
+      }
+      continue;
+    }
+    if (rstate_ == ReadState::Payload) dst_ += got;
+    remaining_ -= got;
+    if (remaining_ == 0) payload_done();
+  }
+}
+
+void Connection::handle_header() {
+  const wire::FrameHeader h = hdr_;
+  if (h.magic != wire::kMagic || h.version != wire::kVersion) {
+    if (peer_ < 0) {  // not one of ours: drop it quietly
+      BRAID_WARN("dropping a connection that did not speak Braid's protocol");
+      t_.retire(*this);
+      return;
+    }
+    broken(fmt::format("sent a malformed frame (magic {:#x}, version {})", h.magic, h.version));
+    return;
+  }
+  const auto type = static_cast<wire::FrameType>(h.type);
+  if (peer_ < 0) {
+    if (type != wire::FrameType::Hello) {
+      BRAID_WARN("dropping a connection whose first frame was not HELLO");
+      t_.retire(*this);
+      return;
+    }
+    t_.on_hello(*this, h);
+    if (!closed_) peer_ = static_cast<int>(h.id);
+    return;
+  }
+  switch (type) {
+    case wire::FrameType::Eager: {
+      if (h.bytes > kMaxEagerPayload) {
+        broken(fmt::format("sent an eager frame of {} bytes (limit {})", h.bytes, kMaxEagerPayload));
+        return;
+      }
+      const Envelope env{h.ctx, h.tag};
+      const auto bytes = static_cast<std::size_t>(h.bytes);
+      Request* r = t_.engine().matcher().take_posted(peer_, env);
+      remaining_ = bytes;
+      if (r) {
+        r->source = peer_;
+        if (bytes > r->bytes) {
+          // The receive fails; the message is consumed and dropped.
+          t_.engine().complete(*r, std::make_exception_ptr(Error(
+              ErrorCode::InvalidArgument,
+              fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive "
+                          "buffer of {} bytes: receive sizes must be at least the send size",
+                          bytes, peer_, h.tag, r->bytes),
+              peer_)));
+          rstate_ = ReadState::Discard;
+        } else {
+          r->received = bytes;
+          reading_req_ = r;
+          dst_ = static_cast<char*>(r->buf);
+          rstate_ = ReadState::Payload;
+        }
+      } else {
+        auto u = std::make_unique<Unexpected>();
+        u->kind = Unexpected::Kind::Eager;
+        u->src = peer_;
+        u->env = env;
+        u->bytes = bytes;
+        u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
+        u->transport = &t_;
+        u->conn = this;
+        Unexpected& ref = t_.engine().matcher().add_unexpected(std::move(u));
+        reading_unexp_ = &ref;
+        dst_ = reinterpret_cast<char*>(ref.data.get());
+        rstate_ = ReadState::Payload;
+      }
+      if (remaining_ == 0) payload_done();
+      return;
+    }
+    case wire::FrameType::Rts:
+      t_.on_rts(*this, h);
+      return;
+    case wire::FrameType::Cts:
+      t_.on_cts(*this, h);
+      return;
+    case wire::FrameType::Data: {
+      Request* r = t_.on_data(h);
+      remaining_ = static_cast<std::size_t>(h.bytes);
+      if (r) {
+        reading_req_ = r;
+        dst_ = static_cast<char*>(r->buf);
+        rstate_ = ReadState::Payload;
+      } else {
+        rstate_ = ReadState::Discard;
+      }
+      if (remaining_ == 0) payload_done();
+      return;
+    }
+    case wire::FrameType::Bye:
+      bye_received_ = true;
+      return;
+    default:
+      broken(fmt::format("sent a frame of unknown type {}", static_cast<int>(h.type)));
+      return;
+  }
+}
+
+void Connection::payload_done() {
+  rstate_ = ReadState::Header;
+  if (reading_req_) {
+    Request* r = std::exchange(reading_req_, nullptr);
+    t_.engine().complete(*r);
+    return;
+  }
+  if (reading_unexp_) {
+    Unexpected* u = std::exchange(reading_unexp_, nullptr);
+    u->arrived = u->bytes;
+    // Claimed by a receive while it was arriving: hand the data over now.
+    if (partial_ && partial_.get() == u) {
+      auto owned = std::move(partial_);
+      if (owned->waiter) {
+        Request& r = *owned->waiter;
+        if (owned->bytes) std::memcpy(r.buf, owned->data.get(), owned->bytes);
+        t_.engine().complete(r);
+      }
+    }
+  }
+}
+
+void Connection::broken(const std::string& why) { t_.connection_broken(*this, why); }
+
+}  // namespace braid

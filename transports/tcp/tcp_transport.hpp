@@ -1,0 +1,92 @@
+// TcpTransport: TCP sockets between ranks, with connections set up lazily.
+//
+// Each rank listens on one port, published in the store as "addr/<rank>".
+// A rank dials a peer the first time it sends to it, and only sends over the
+// connection it dialed; it receives over the connections peers dialed to it.
+// So two ranks that send to each other at once never race to create one
+// shared socket, each direction stays a single ordered stream, and a rank
+// that only receives never connects. Control frames (CTS, BYE) travel back
+// over whichever socket the message that caused them came from.
+//
+// Messages up to the eager limit go in one frame; larger ones announce
+// themselves (RTS) and stream into the posted receive buffer once matched
+// (CTS, then DATA): large messages are never copied through an intermediate
+// buffer and unexpected large messages cost no memory.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/fd.hpp"
+#include "connection.hpp"
+#include "core/engine.hpp"
+#include "transport.hpp"
+
+namespace braid {
+
+class TcpTransport final : public Transport, private EventSource {
+ public:
+  TcpTransport(Engine& engine, const EngineConfig& cfg);
+  ~TcpTransport() override;
+
+  const char* name() const override { return "tcp"; }
+  // "host:port" of the listener, to publish.
+  const std::string& address() const { return address_; }
+
+  bool connected(int peer) const override;
+  bool has_incoming(int peer) const;
+  // Registers a socket this rank dialed to `peer` (HELLO already written).
+  void adopt_dialed(int peer, Fd fd);
+  // Blocking connect + HELLO, outside the engine mutex. Returns an invalid Fd
+  // with errno set if the peer refused or did not answer by the deadline.
+  Fd dial(int peer, const std::string& address, Deadline deadline);
+
+  void send(Request& r) override;
+  void claim(std::unique_ptr<Unexpected> u, Request* r) override;
+  bool cancel(Request& r) override;
+  void drop_peer(int peer) override;
+  void shutdown() override;
+  // Fails every request this transport holds (job abort).
+  void fail_all(const std::exception_ptr& e);
+  // Frees closed connections; only when no progress round is in flight.
+  void reap();
+
+  std::size_t eager_limit() const { return eager_limit_; }
+
+ private:
+  friend class Connection;
+  void on_events(std::uint32_t events) override;  // the listener
+  // Called by connections.
+  Engine& engine() { return e_; }
+  void on_hello(Connection& c, const wire::FrameHeader& h);
+  void on_rts(Connection& c, const wire::FrameHeader& h);
+  void on_cts(Connection& c, const wire::FrameHeader& h);
+  Request* on_data(const wire::FrameHeader& h);
+  void send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes);
+  void connection_broken(Connection& c, const std::string& why);
+  void connection_closed_cleanly(Connection& c);
+  void retire(Connection& c);
+  void fail_requests_of(Connection& c, const std::exception_ptr& e);
+  std::uint64_t job_id() const { return cfg_.job_id; }
+
+  Engine& e_;
+  EngineConfig cfg_;
+  Fd listen_fd_;
+  std::string address_;
+  std::size_t eager_limit_;
+
+  std::vector<std::unique_ptr<Connection>> conns_;  // live
+  std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
+  std::vector<Connection*> out_;  // the connection this rank dialed, per peer
+  std::vector<int> incoming_;     // count of live accepted connections per peer
+
+  std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting CTS
+  std::unordered_map<std::uint64_t, Request*> rdv_in_;   // receives awaiting DATA
+  std::uint64_t next_token_ = 1;
+  std::vector<std::unique_ptr<Request>> control_;  // CTS-reject frames in flight
+};
+
+}  // namespace braid

@@ -1,0 +1,47 @@
+// The frame format spoken over byte-stream transports (TCP today).
+//
+// Every frame starts with a fixed 48-byte header, little-endian (the only
+// byte order Braid runs on; the HELLO frame checks it). Lengths and types are
+// validated before any use: a peer can make us fail the connection, never
+// make us write out of bounds.
+//
+//   HELLO  dialer -> acceptor, first frame: tag = job id, id = dialer's rank,
+//          id2 = world size.
+//   EAGER  a whole message: envelope + `bytes` of payload follow.
+//   RTS    "ready to send" a large message of `bytes`; id = sender's token.
+//   CTS    "clear to send": id = sender's token, id2 = receiver's token, or
+//          id2 = 0 to tell the sender the receiver dropped the message
+//          (truncation error on the receiving side).
+//   DATA   payload of a rendezvous: id2 = receiver's token, `bytes` follow.
+//   BYE    the peer is shutting down cleanly; EOF after it is not a failure.
+#pragma once
+
+#include <cstdint>
+
+namespace braid::wire {
+
+inline constexpr std::uint32_t kMagic = 0x44524231;  // "1BRD" little-endian
+inline constexpr std::uint16_t kVersion = 1;
+
+enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye };
+
+struct FrameHeader {
+  std::uint32_t magic;
+  std::uint16_t version;
+  std::uint8_t type;
+  std::uint8_t reserved;
+  std::uint32_t ctx;
+  std::uint32_t reserved2;
+  std::int64_t tag;
+  std::uint64_t bytes;
+  std::uint64_t id;
+  std::uint64_t id2;
+};
+static_assert(sizeof(FrameHeader) == 48, "frame header must stay 48 bytes");
+
+inline FrameHeader make_header(FrameType t, std::uint32_t ctx, std::int64_t tag,
+                               std::uint64_t bytes, std::uint64_t id = 0, std::uint64_t id2 = 0) {
+  return FrameHeader{kMagic, kVersion, static_cast<std::uint8_t>(t), 0, ctx, 0, tag, bytes, id, id2};
+}
+
+}  // namespace braid::wire

@@ -1,0 +1,94 @@
+// PlanBuilder: the small vocabulary algorithms write plans with.
+//
+// It numbers message slots so that the k-th send from a to b meets the k-th
+// receive at b from a: an algorithm only has to emit each pair's sends and
+// receives in the same order, which a readable algorithm does anyway.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace braid::plan {
+
+using Deps = std::vector<std::int32_t>;
+
+inline Span in(std::int64_t off, std::int64_t n) { return {Buf::Input, off, n}; }
+inline Span out(std::int64_t off, std::int64_t n) { return {Buf::Output, off, n}; }
+inline Span scratch(std::int64_t off, std::int64_t n) { return {Buf::Scratch, off, n}; }
+
+// Block i of `count` elements split into `parts` nearly equal blocks (the
+// first count % parts blocks are one element longer). Blocks may be empty.
+struct Block {
+  std::int64_t offset;
+  std::int64_t count;
+};
+inline Block block(std::int64_t count, std::int64_t parts, std::int64_t i) {
+  const std::int64_t base = count / parts, extra = count % parts;
+  return {i * base + (i < extra ? i : extra), base + (i < extra ? 1 : 0)};
+}
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const PlanArgs& args, const char* algorithm)
+      : n_(args.nranks), sent_(static_cast<std::size_t>(n_) * n_, 0),
+        received_(static_cast<std::size_t>(n_) * n_, 0) {
+    plan_.coll = args.coll;
+    plan_.algorithm = algorithm;
+    plan_.args = args;
+    plan_.ranks.resize(static_cast<std::size_t>(n_));
+  }
+
+  int nranks() const { return n_; }
+  const PlanArgs& args() const { return plan_.args; }
+
+  // Each returns the new step's index in rank r's list, for use in deps.
+  int send(int r, int peer, Span src, Deps deps = {}) {
+    Step s{StepKind::Send, peer, sent_[idx(r, peer)]++, src, {}, std::move(deps)};
+    return add(r, std::move(s));
+  }
+  int recv(int r, int peer, Span dst, Deps deps = {}) {
+    Step s{StepKind::Recv, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)};
+    return add(r, std::move(s));
+  }
+  int recv_reduce(int r, int peer, Span dst, Deps deps = {}) {
+    Step s{StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)};
+    return add(r, std::move(s));
+  }
+  int copy(int r, Span src, Span dst, Deps deps = {}) {
+    return add(r, Step{StepKind::Copy, -1, 0, src, dst, std::move(deps)});
+  }
+  int reduce(int r, Span src, Span dst, Deps deps = {}) {
+    return add(r, Step{StepKind::Reduce, -1, 0, src, dst, std::move(deps)});
+  }
+  void need_scratch(int r, std::int64_t count) {
+    auto& s = plan_.ranks[static_cast<std::size_t>(r)].scratch_count;
+    if (count > s) s = count;
+  }
+  // Index of the last step of rank r, or -1: handy to chain "after everything".
+  int last(int r) const {
+    return static_cast<int>(plan_.ranks[static_cast<std::size_t>(r)].steps.size()) - 1;
+  }
+
+  Plan finish() { return std::move(plan_); }
+
+ private:
+  std::size_t idx(int from, int to) const {
+    return static_cast<std::size_t>(from) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(to);
+  }
+  int add(int r, Step s) {
+    // Drop the -1 "no dependency" markers algorithms pass for convenience.
+    std::erase_if(s.deps, [](std::int32_t d) { return d < 0; });
+    auto& steps = plan_.ranks[static_cast<std::size_t>(r)].steps;
+    steps.push_back(std::move(s));
+    return static_cast<int>(steps.size()) - 1;
+  }
+
+  int n_;
+  Plan plan_;
+  std::vector<std::int32_t> sent_, received_;
+};
+
+}  // namespace braid::plan

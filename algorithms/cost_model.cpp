@@ -1,0 +1,271 @@
+// The alpha-beta-gamma simulator and the algorithm choice built on it.
+#include "cost_model.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <unordered_map>
+#include <vector>
+
+#include "common/errors.hpp"
+
+namespace braid::plan {
+
+namespace {
+
+struct Loc {
+  int rank = -1;
+  int step = -1;
+};
+
+// Discrete-event simulation of one plan (see cost_model.hpp for the rules).
+class Simulator {
+ public:
+  Simulator(const Plan& p, const CostParams& c) : p_(p), c_(c), n_(static_cast<int>(p.ranks.size())) {}
+
+  double run() {
+    setup();
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      const Step& s = step(e.rank, e.step);
+      if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce) {
+        const double per_byte = s.kind == StepKind::Copy ? c_.copy_s_per_byte : c_.gamma_s_per_byte;
+        complete(e.rank, e.step, e.time + per_byte * bytes(s.src.count));
+        continue;
+      }
+      // A message, keyed by its Send: both ends are ready at e.time.
+      const Loc rcv = partner_[idx(e.rank, e.step)];
+      const double b = bytes(s.src.count);
+      double& out_port = send_port_[static_cast<std::size_t>(e.rank)];
+      double& in_port = recv_port_[static_cast<std::size_t>(rcv.rank)];
+      const double start = std::max({e.time, out_port, in_port});
+      const double arrive = start + c_.alpha_s + c_.beta_s_per_byte * b;
+      out_port = in_port = arrive;
+      const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
+      complete(e.rank, e.step, arrive);
+      complete(rcv.rank, rcv.step, arrive + (reduces ? c_.gamma_s_per_byte * b : 0.0));
+    }
+    if (finished_ != total_) return std::numeric_limits<double>::infinity();
+    return latest_;
+  }
+
+ private:
+  struct Event {
+    double time;
+    int rank;
+    int step;
+    bool operator>(const Event& o) const {
+      if (time != o.time) return time > o.time;
+      return rank != o.rank ? rank > o.rank : step > o.step;
+    }
+  };
+
+  const Step& step(int r, int i) const {
+    return p_.ranks[static_cast<std::size_t>(r)].steps[static_cast<std::size_t>(i)];
+  }
+  std::size_t idx(int r, int i) const { return offset_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(i); }
+  double bytes(std::int64_t count) const {
+    return static_cast<double>(count) * static_cast<double>(p_.args.elem_size);
+  }
+
+  void setup() {
+    offset_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int r = 0; r < n_; ++r)
+      offset_[static_cast<std::size_t>(r) + 1] = offset_[static_cast<std::size_t>(r)] + p_.ranks[static_cast<std::size_t>(r)].steps.size();
+    total_ = offset_.back();
+    partner_.assign(total_, Loc{});
+    pending_.assign(total_, 0);
+    ready_at_.assign(total_, 0.0);
+    is_ready_.assign(total_, 0);
+    dependents_.assign(total_, {});
+    send_port_.assign(static_cast<std::size_t>(n_), 0.0);
+    recv_port_.assign(static_cast<std::size_t>(n_), 0.0);
+
+    std::unordered_map<std::uint64_t, Loc> sends;
+    auto key = [](int from, int to, std::int32_t slot) {
+      return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 44) ^
+             (static_cast<std::uint64_t>(static_cast<std::uint32_t>(to)) << 32) ^ static_cast<std::uint32_t>(slot);
+    };
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i)
+        if (step(r, i).kind == StepKind::Send) sends.emplace(key(r, step(r, i).peer, step(r, i).slot), Loc{r, i});
+    for (int r = 0; r < n_; ++r) {
+      for (int i = 0; i < nsteps(r); ++i) {
+        const Step& s = step(r, i);
+        if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
+          auto it = sends.find(key(s.peer, r, s.slot));
+          if (it != sends.end()) {  // an unmatched receive just never runs
+            partner_[idx(r, i)] = it->second;
+            partner_[idx(it->second.rank, it->second.step)] = Loc{r, i};
+          }
+        }
+        std::vector<std::int32_t> deps = s.deps;
+        std::sort(deps.begin(), deps.end());
+        deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+        for (auto d : deps)
+          if (d >= 0 && d < nsteps(r)) {
+            dependents_[idx(r, d)].push_back(i);
+            ++pending_[idx(r, i)];
+          }
+      }
+    }
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i)
+        if (pending_[idx(r, i)] == 0) on_ready(r, i);
+  }
+
+  int nsteps(int r) const { return static_cast<int>(p_.ranks[static_cast<std::size_t>(r)].steps.size()); }
+
+  void on_ready(int r, int i) {
+    const std::size_t k = idx(r, i);
+    is_ready_[k] = 1;
+    const StepKind kind = step(r, i).kind;
+    if (kind == StepKind::Copy || kind == StepKind::Reduce) return events_.push({ready_at_[k], r, i});
+    const Loc o = partner_[k];
+    if (o.rank < 0 || !is_ready_[idx(o.rank, o.step)]) return;
+    const double t = std::max(ready_at_[k], ready_at_[idx(o.rank, o.step)]);
+    if (kind == StepKind::Send)
+      events_.push({t, r, i});
+    else
+      events_.push({t, o.rank, o.step});
+  }
+
+  void complete(int r, int i, double finish) {
+    ++finished_;
+    latest_ = std::max(latest_, finish);
+    for (int j : dependents_[idx(r, i)]) {
+      const std::size_t k = idx(r, j);
+      ready_at_[k] = std::max(ready_at_[k], finish);
+      if (--pending_[k] == 0) on_ready(r, j);
+    }
+  }
+
+  const Plan& p_;
+  const CostParams& c_;
+  const int n_;
+  std::vector<std::size_t> offset_;  // first flat index of each rank's steps
+  std::size_t total_ = 0, finished_ = 0;
+  double latest_ = 0.0;
+  std::vector<Loc> partner_;
+  std::vector<int> pending_;
+  std::vector<double> ready_at_;
+  std::vector<char> is_ready_;
+  std::vector<std::vector<int>> dependents_;
+  std::vector<double> send_port_, recv_port_;  // time each port is next free
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+};
+
+std::string lower_trimmed(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  std::string out;
+  for (std::size_t i = b; i < e; ++i) out += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
+  return out;
+}
+
+std::string names_text(Collective coll) {
+  const auto names = algorithm_names(coll);
+  if (names.empty()) return "(none registered)";
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::string collective_names_text() {
+  std::string s;
+  for (int i = 0; i < kNumCollectives; ++i) s += (i ? ", " : "") + std::string(collective_name(static_cast<Collective>(i)));
+  return s;
+}
+
+}  // namespace
+
+double predict_seconds(const Plan& plan, const CostParams& params) { return Simulator(plan, params).run(); }
+
+const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,
+                        const std::string& forced_name) {
+  PlanArgs a = args;
+  a.coll = coll;
+  if (!forced_name.empty()) {
+    const Algorithm* alg = find_algorithm(coll, forced_name);
+    if (!alg)
+      fail(ErrorCode::InvalidArgument, "unknown {} algorithm '{}'; valid names: {}", collective_name(coll),
+           forced_name, names_text(coll));
+    if (alg->supports && !alg->supports(a))
+      fail(ErrorCode::InvalidArgument, "{} algorithm '{}' does not support {} ranks with count {}; valid names: {}",
+           collective_name(coll), forced_name, a.nranks, a.count, names_text(coll));
+    return alg;
+  }
+  const Algorithm* best = nullptr;
+  double best_time = std::numeric_limits<double>::infinity();
+  for (const Algorithm& alg : algorithms()) {
+    if (alg.coll != coll || (alg.supports && !alg.supports(a))) continue;
+    const double t = predict_seconds(alg.build(a), params);
+    if (!best || t < best_time) {
+      best = &alg;
+      best_time = t;
+    }
+  }
+  if (!best)
+    fail(ErrorCode::NotSupported, "no {} algorithm supports {} ranks with count {}; registered: {}",
+         collective_name(coll), a.nranks, a.count, names_text(coll));
+  return best;
+}
+
+std::map<Collective, std::string> parse_algo_env(const std::string& text) {
+  std::map<Collective, std::string> chosen;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t end = text.find(';', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (lower_trimmed(item).empty()) continue;
+
+    const std::size_t colon = item.find(':');
+    const std::string name = lower_trimmed(colon == std::string::npos ? item : item.substr(colon + 1));
+    if (name.find(',') != std::string::npos || name.starts_with('^'))
+      fail(ErrorCode::InvalidArgument,
+           "BRAID_ALGO item '{}': expected one algorithm per collective (lists and '^' exclusions are not "
+           "supported)",
+           item);
+    if (colon == std::string::npos) {
+      // A bare name applies to every collective that has it.
+      bool any = false;
+      for (int i = 0; i < kNumCollectives; ++i) {
+        const auto c = static_cast<Collective>(i);
+        if (find_algorithm(c, name)) {
+          chosen[c] = name;
+          any = true;
+        }
+      }
+      if (!any) {
+        std::vector<std::string> known;
+        for (const Algorithm& a : algorithms())
+          if (std::find(known.begin(), known.end(), a.name) == known.end()) known.emplace_back(a.name);
+        std::string all;
+        for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+        fail(ErrorCode::InvalidArgument, "BRAID_ALGO: no collective has an algorithm named '{}'; known names: {}",
+             name, all.empty() ? "(none registered)" : all);
+      }
+      continue;
+    }
+    Collective coll;
+    const std::string coll_text = lower_trimmed(item.substr(0, colon));
+    if (!parse_collective(coll_text, &coll))
+      fail(ErrorCode::InvalidArgument, "BRAID_ALGO item '{}': unknown collective '{}'; expected one of: {}", item,
+           coll_text, collective_names_text());
+    if (!find_algorithm(coll, name))
+      fail(ErrorCode::InvalidArgument, "BRAID_ALGO item '{}': unknown {} algorithm '{}'; valid names: {}", item,
+           collective_name(coll), name, names_text(coll));
+    chosen[coll] = name;
+  }
+  return chosen;
+}
+
+}  // namespace braid::plan

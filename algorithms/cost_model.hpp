@@ -1,0 +1,60 @@
+// The alpha-beta-gamma cost model: predicts how long a plan takes, and from
+// that chooses an algorithm (braid-sim prints the same numbers).
+//
+// Simulation: every step starts when its deps have finished. Each rank has
+// one send port and one receive port (full duplex); a message occupies the
+// sender's send port and the receiver's receive port for alpha + beta*bytes,
+// starting once both its Send and its Recv are ready (the verifier's
+// rendezvous rule) and both ports are free, in order of readiness. The Send
+// finishes when the message arrives; a Recv then, a RecvReduce gamma*bytes
+// later. Copy costs copy*bytes, a local Reduce gamma*bytes; local work is
+// not serialised against other local work. The prediction is the time the
+// last step of any rank finishes.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "plan.hpp"
+#include "registry.hpp"
+
+namespace braid::plan {
+
+struct CostParams {
+  double alpha_s = 10e-6;             // per-message latency
+  double beta_s_per_byte = 0.4e-9;    // inverse link bandwidth
+  double gamma_s_per_byte = 0.105e-9; // combining one byte into another
+  double copy_s_per_byte = 0.091e-9;  // local memcpy, per byte copied
+};
+
+// Measured on this machine kind (/work/shared/notes/baselines.md):
+// TCP loopback: ~10 us small-message latency (Open MPI 8-byte allreduce on
+// 2 ranks: 11.6 us), one stream ~20 Gbit/s = 2.5 GB/s -> 0.4 ns/byte.
+// gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
+// ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
+inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9};
+// Shared memory: ~0.5 us per message (Open MPI shm: 0.26 us for a whole 8-byte
+// allreduce; we wake peers through futexes, so budget more), and a message is
+// two copies through a shared bounce buffer -> 2 * 0.091 ns/byte.
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.182e-9, 0.105e-9, 0.091e-9};
+
+// Latest finish time of any step, in seconds; +infinity if the plan
+// deadlocks (verify() says why).
+double predict_seconds(const Plan& plan, const CostParams& params);
+
+// The algorithm for `coll` with the least predicted time for `args` (ties:
+// the first registered). With `forced_name` non-empty, that algorithm:
+// throws braid::Error(InvalidArgument) listing the valid names if it does
+// not exist for `coll` or does not support `args`. Throws
+// braid::Error(NotSupported) if no registered algorithm supports `args`.
+const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,
+                        const std::string& forced_name = {});
+
+// Parses BRAID_ALGO, NCCL_ALGO's grammar: "allreduce:ring;broadcast:tree",
+// or a bare name ("ring") for every collective that has an algorithm of that
+// name. Collective names as parse_collective() accepts them; names are
+// case-insensitive; spaces around items are ignored. Unknown collective or
+// algorithm -> braid::Error(InvalidArgument) listing the valid names.
+std::map<Collective, std::string> parse_algo_env(const std::string& text);
+
+}  // namespace braid::plan

@@ -1,0 +1,40 @@
+// Declarations of every algorithm generator registered in registry.cpp.
+// Each algorithm file (ring.cpp, binomial_tree.cpp, ...) defines its
+// functions here; add one declaration per function, keeping one per line.
+#pragma once
+
+#include "plan.hpp"
+
+namespace braid::plan {
+
+// ---- generator declarations (one per line; keep this block simple) ----
+Plan recursive_doubling_allreduce(const PlanArgs& args);
+Plan recursive_doubling_allgather(const PlanArgs& args);
+Plan halving_doubling_allreduce(const PlanArgs& args);
+Plan halving_doubling_reducescatter(const PlanArgs& args);
+Plan bruck_allgather(const PlanArgs& args);
+Plan bruck_alltoall(const PlanArgs& args);
+bool bruck_alltoall_supports(const PlanArgs& args);
+Plan pairwise_alltoall(const PlanArgs& args);
+bool pairwise_alltoall_supports(const PlanArgs& args);
+Plan ring_allreduce(const PlanArgs& args);
+Plan ring_reducescatter(const PlanArgs& args);
+Plan ring_allgather(const PlanArgs& args);
+Plan ring_broadcast(const PlanArgs& args);
+Plan ring_reduce(const PlanArgs& args);
+Plan tree_broadcast(const PlanArgs& args);
+Plan tree_reduce(const PlanArgs& args);
+Plan tree_allreduce(const PlanArgs& args);
+Plan tree_gather(const PlanArgs& args);
+Plan tree_scatter(const PlanArgs& args);
+Plan double_binary_tree_broadcast(const PlanArgs& args);
+Plan double_binary_tree_reduce(const PlanArgs& args);
+Plan double_binary_tree_allreduce(const PlanArgs& args);
+Plan direct_gather(const PlanArgs& args);
+Plan direct_scatter(const PlanArgs& args);
+Plan direct_alltoall(const PlanArgs& args);
+bool direct_alltoall_supports(const PlanArgs& args);
+Plan dissemination_barrier(const PlanArgs& args);
+// ---- end of generator declarations ----
+
+}  // namespace braid::plan

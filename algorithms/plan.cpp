@@ -1,0 +1,174 @@
+// Names, buffer sizes and the printed form of plans (see plan.hpp for the
+// buffer contract these sizes implement).
+#include "plan.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "common/errors.hpp"
+#include "verify.hpp"  // to_string(const Step&)
+
+namespace braid::plan {
+
+namespace {
+
+constexpr const char* kCollectiveNames[kNumCollectives] = {
+    "broadcast", "allreduce", "reduce",        "allgather", "gather",
+    "scatter",   "reducescatter", "alltoall", "barrier",
+};
+
+const char* buf_name(Buf b) {
+  switch (b) {
+    case Buf::Input: return "in";
+    case Buf::Output: return "out";
+    case Buf::Scratch: return "scratch";
+  }
+  return "?";
+}
+
+std::string span_text(const Span& s) {
+  return fmt::format("{}[{}..{})", buf_name(s.buf), s.offset, s.offset + s.count);
+}
+
+// Elements rank `from` sends rank `to` in an all-to-all.
+std::int64_t a2a_split(const PlanArgs& a, int from, int to) {
+  if (a.splits.empty()) return a.count;
+  const auto n = static_cast<std::size_t>(a.nranks);
+  if (a.splits.size() != n || a.splits[static_cast<std::size_t>(from)].size() != n)
+    fail(ErrorCode::InvalidArgument,
+         "alltoall splits must be {} x {} (one row per sending rank), got {} rows", n, n,
+         a.splits.size());
+  return a.splits[static_cast<std::size_t>(from)][static_cast<std::size_t>(to)];
+}
+
+}  // namespace
+
+const char* collective_name(Collective c) {
+  const auto i = static_cast<int>(c);
+  return i >= 0 && i < kNumCollectives ? kCollectiveNames[i] : "unknown";
+}
+
+bool parse_collective(const std::string& name, Collective* out) {
+  // Accept NCCL's spelling and torch's ("all_reduce", "reduce_scatter"):
+  // drop underscores/dashes and compare case-insensitively.
+  std::string key;
+  for (char ch : name)
+    if (ch != '_' && ch != '-') key += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  for (int i = 0; i < kNumCollectives; ++i) {
+    if (key == kCollectiveNames[i]) {
+      if (out) *out = static_cast<Collective>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* step_kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::Send: return "send";
+    case StepKind::Recv: return "recv";
+    case StepKind::RecvReduce: return "recv_reduce";
+    case StepKind::Copy: return "copy";
+    case StepKind::Reduce: return "reduce";
+  }
+  return "unknown";
+}
+
+bool is_reduction(Collective c) {
+  return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
+}
+
+std::int64_t input_count(const PlanArgs& a, int rank) {
+  const std::int64_t n = a.nranks, c = a.count;
+  switch (a.coll) {
+    case Collective::AllGather:
+    case Collective::Gather: return c;
+    case Collective::Scatter: return rank == a.root ? n * c : 0;
+    case Collective::ReduceScatter: return n * c;
+    case Collective::AllToAll: {
+      if (a.splits.empty()) return n * c;
+      std::int64_t total = 0;
+      for (int j = 0; j < a.nranks; ++j) total += a2a_split(a, rank, j);
+      return total;
+    }
+    case Collective::Broadcast:
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::Barrier: return 0;
+  }
+  return 0;
+}
+
+std::int64_t output_count(const PlanArgs& a, int rank) {
+  const std::int64_t n = a.nranks, c = a.count;
+  switch (a.coll) {
+    case Collective::Broadcast:
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::Scatter:
+    case Collective::ReduceScatter: return c;
+    case Collective::AllGather: return n * c;
+    case Collective::Gather: return rank == a.root ? n * c : 0;
+    case Collective::AllToAll: {
+      if (a.splits.empty()) return n * c;
+      std::int64_t total = 0;
+      for (int i = 0; i < a.nranks; ++i) total += a2a_split(a, i, rank);
+      return total;
+    }
+    case Collective::Barrier: return 0;
+  }
+  return 0;
+}
+
+std::string to_string(const Step& s) {
+  std::string line = fmt::format("{:<11}", step_kind_name(s.kind));
+  switch (s.kind) {
+    case StepKind::Send:
+      line += fmt::format(" -> {:<3} slot {:<3} {}", s.peer, s.slot, span_text(s.src));
+      break;
+    case StepKind::Recv:
+    case StepKind::RecvReduce:
+      line += fmt::format(" <- {:<3} slot {:<3} {}", s.peer, s.slot, span_text(s.dst));
+      break;
+    case StepKind::Copy:
+    case StepKind::Reduce:
+      line += fmt::format(" {} -> {}", span_text(s.src), span_text(s.dst));
+      break;
+  }
+  if (!s.deps.empty()) {
+    line += "  after";
+    for (auto d : s.deps) line += fmt::format(" {}", d);
+  }
+  return line;
+}
+
+std::string to_string(const Plan& p) {
+  const PlanArgs& a = p.args;
+  std::string text = fmt::format("{} / {}: {} ranks, count {}, {} bytes per element", collective_name(p.coll),
+                                 p.algorithm, a.nranks, a.count, a.elem_size);
+  if (p.coll == Collective::Broadcast || p.coll == Collective::Reduce || p.coll == Collective::Gather ||
+      p.coll == Collective::Scatter)
+    text += fmt::format(", root {}", a.root);
+  if (!a.splits.empty()) text += ", uneven splits";
+  text += '\n';
+  for (std::size_t r = 0; r < p.ranks.size(); ++r) {
+    const RankPlan& rp = p.ranks[r];
+    const int rank = static_cast<int>(r);
+    std::string sizes;
+    try {
+      sizes = fmt::format("in {}, out {}, scratch {}", input_count(a, rank), output_count(a, rank),
+                          rp.scratch_count);
+    } catch (const Error& e) {
+      sizes = e.what();  // malformed splits: still print the steps
+    }
+    text += fmt::format("rank {} ({}; {} steps)\n", rank, sizes, rp.steps.size());
+    const int width = static_cast<int>(fmt::formatted_size("{}", rp.steps.empty() ? 0 : rp.steps.size() - 1));
+    for (std::size_t i = 0; i < rp.steps.size(); ++i)
+      text += fmt::format("  [{:>{}}] {}\n", i, width, to_string(rp.steps[i]));
+  }
+  return text;
+}
+
+}  // namespace braid::plan

@@ -1,0 +1,62 @@
+// The algorithm registry. Adding an algorithm: write algorithms/<name>.cpp,
+// declare its functions in generators.hpp, add one line to the list below.
+#include "registry.hpp"
+
+#include "generators.hpp"
+
+namespace braid::plan {
+
+namespace {
+
+std::vector<Algorithm> build_list() {
+  return {
+      // ---- algorithm list: {name, collective, build, supports} one per line ----
+      {"recursive_doubling", Collective::AllReduce, recursive_doubling_allreduce, nullptr},
+      {"recursive_doubling", Collective::AllGather, recursive_doubling_allgather, nullptr},
+      {"halving_doubling", Collective::AllReduce, halving_doubling_allreduce, nullptr},
+      {"halving_doubling", Collective::ReduceScatter, halving_doubling_reducescatter, nullptr},
+      {"bruck", Collective::AllGather, bruck_allgather, nullptr},
+      {"bruck", Collective::AllToAll, bruck_alltoall, bruck_alltoall_supports},
+      {"pairwise", Collective::AllToAll, pairwise_alltoall, pairwise_alltoall_supports},
+      {"ring", Collective::AllReduce, ring_allreduce, nullptr},
+      {"ring", Collective::ReduceScatter, ring_reducescatter, nullptr},
+      {"ring", Collective::AllGather, ring_allgather, nullptr},
+      {"ring", Collective::Broadcast, ring_broadcast, nullptr},
+      {"ring", Collective::Reduce, ring_reduce, nullptr},
+      {"tree", Collective::Broadcast, tree_broadcast, nullptr},
+      {"tree", Collective::Reduce, tree_reduce, nullptr},
+      {"tree", Collective::AllReduce, tree_allreduce, nullptr},
+      {"tree", Collective::Gather, tree_gather, nullptr},
+      {"tree", Collective::Scatter, tree_scatter, nullptr},
+      {"double_binary_tree", Collective::Broadcast, double_binary_tree_broadcast, nullptr},
+      {"double_binary_tree", Collective::Reduce, double_binary_tree_reduce, nullptr},
+      {"double_binary_tree", Collective::AllReduce, double_binary_tree_allreduce, nullptr},
+      {"direct", Collective::Gather, direct_gather, nullptr},
+      {"direct", Collective::Scatter, direct_scatter, nullptr},
+      {"direct", Collective::AllToAll, direct_alltoall, direct_alltoall_supports},
+      {"dissemination", Collective::Barrier, dissemination_barrier, nullptr},
+      // ---- end of algorithm list ----
+  };
+}
+
+}  // namespace
+
+const std::vector<Algorithm>& algorithms() {
+  static const std::vector<Algorithm> list = build_list();
+  return list;
+}
+
+const Algorithm* find_algorithm(Collective coll, const std::string& name) {
+  for (const Algorithm& a : algorithms())
+    if (a.coll == coll && name == a.name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> algorithm_names(Collective coll) {
+  std::vector<std::string> names;
+  for (const Algorithm& a : algorithms())
+    if (a.coll == coll) names.emplace_back(a.name);
+  return names;
+}
+
+}  // namespace braid::plan

@@ -1,0 +1,27 @@
+// The algorithm registry: every algorithm is one file in algorithms/ and one
+// line in registry.cpp. Lookup by (collective, name).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace braid::plan {
+
+struct Algorithm {
+  const char* name;  // "ring", "tree", "recursive_doubling", ...
+  Collective coll;
+  // Builds the plan. Must work for every nranks >= 1 and count >= 0 it
+  // accepts; `supports` says which (nullptr = all).
+  Plan (*build)(const PlanArgs& args);
+  bool (*supports)(const PlanArgs& args);
+};
+
+const std::vector<Algorithm>& algorithms();
+// nullptr if no algorithm of that name implements the collective.
+const Algorithm* find_algorithm(Collective coll, const std::string& name);
+// Names of the algorithms that implement `coll`, for error messages.
+std::vector<std::string> algorithm_names(Collective coll);
+
+}  // namespace braid::plan

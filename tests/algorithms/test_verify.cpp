@@ -1,0 +1,624 @@
+// The verifier and the cost model: every registered algorithm verified over
+// group sizes 1..64 and awkward counts; hand-broken plans rejected for the
+// right reason; the cost model's arithmetic and the algorithm choice.
+#include <catch2/catch.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "builder.hpp"
+#include "cost_model.hpp"
+#include "plan.hpp"
+#include "registry.hpp"
+#include "verify.hpp"
+
+using namespace braid::plan;
+
+namespace {
+
+PlanArgs make_args(Collective coll, int n, std::int64_t count, int root = 0, std::size_t elem_size = 4) {
+  PlanArgs a;
+  a.coll = coll;
+  a.nranks = n;
+  a.count = count;
+  a.root = root;
+  a.elem_size = elem_size;
+  return a;
+}
+
+// ---- tiny reference generators, only for these tests --------------------
+
+// AllReduce: everyone sends to rank 0, which folds the contributions in one
+// at a time, then sends the result back to everyone.
+Plan naive_allreduce(const PlanArgs& args) {
+  PlanBuilder b(args, "naive");
+  const int n = args.nranks;
+  const std::int64_t c = args.count;
+  if (c == 0) return b.finish();
+  int prev = -1;
+  for (int r = 1; r < n; ++r) {
+    b.send(r, 0, out(0, c));
+    prev = b.recv_reduce(0, r, out(0, c), {prev});
+  }
+  for (int r = 1; r < n; ++r) {
+    b.send(0, r, out(0, c), {prev});
+    b.recv(r, 0, out(0, c), {0});  // after its own send of out: they touch the same elements
+  }
+  return b.finish();
+}
+
+// AllGather: every rank sends its block straight to every other rank.
+Plan naive_allgather(const PlanArgs& args) {
+  PlanBuilder b(args, "naive");
+  const int n = args.nranks;
+  const std::int64_t c = args.count;
+  for (int r = 0; r < n && c > 0; ++r)
+    for (int p = 0; p < n; ++p)
+      if (p != r) {
+        b.send(r, p, in(0, c));
+        b.recv(p, r, out(static_cast<std::int64_t>(r) * c, c));
+      }
+  return b.finish();
+}
+
+// Barrier: gather zero-element messages at rank 0, then release everyone.
+Plan naive_barrier(const PlanArgs& args) {
+  PlanBuilder b(args, "naive");
+  const int n = args.nranks;
+  Deps arrived;
+  for (int r = 1; r < n; ++r) {
+    b.send(r, 0, out(0, 0));
+    arrived.push_back(b.recv(0, r, out(0, 0)));
+  }
+  for (int r = 1; r < n; ++r) {
+    b.send(0, r, out(0, 0), arrived);
+    b.recv(r, 0, out(0, 0));
+  }
+  return b.finish();
+}
+
+// Group sizes and the counts the brief asks for: 0, 1, fewer than the
+// ranks, odd, and a large one (with 4 KiB elements as well, so algorithms
+// that cut messages into ~512 KiB chunks really pipeline).
+struct Case {
+  std::int64_t count;
+  std::size_t elem_size;
+};
+std::vector<Case> cases_for(int n) {
+  std::vector<Case> cs;
+  for (std::int64_t c : {std::int64_t{0}, std::int64_t{1}, std::int64_t{n - 1}, std::int64_t{2 * n + 3},
+                         std::int64_t{10007}})
+    cs.push_back({c, 4});
+  cs.push_back({10007, 4096});
+  return cs;
+}
+
+bool rooted(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter;
+}
+
+std::vector<int> roots_for(Collective c, int n) {
+  if (!rooted(c)) return {0};
+  std::set<int> r = {0, 1 % n, n - 1, n / 2};
+  return {r.begin(), r.end()};
+}
+
+// Uneven all-to-all splits with empty blocks, one-element blocks and a
+// different total per rank.
+std::vector<std::vector<std::int64_t>> uneven_splits(int n, std::int64_t count) {
+  std::vector<std::vector<std::int64_t>> s(static_cast<std::size_t>(n), std::vector<std::int64_t>(static_cast<std::size_t>(n)));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j)
+      s[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
+          (i * 31 + j * 17) % 5 == 0 ? 0 : count + (i + 2 * j) % 3;
+  return s;
+}
+
+// Verifies `alg` on `args`; returns an empty string or what went wrong.
+std::string check_one(const Algorithm& alg, const PlanArgs& args) {
+  if (alg.supports && !alg.supports(args)) return {};
+  const Plan plan = alg.build(args);
+  const VerifyResult v = verify(plan);
+  if (v.ok) return {};
+  return fmt::format("{} / {} nranks={} root={} count={} elem_size={}{}: {}", collective_name(alg.coll), alg.name,
+                     args.nranks, args.root, args.count, args.elem_size, args.splits.empty() ? "" : " (uneven)",
+                     v.error);
+}
+
+// A two-rank plan skeleton for the hand-broken cases.
+Plan empty_plan(Collective coll, int n, std::int64_t count) {
+  PlanBuilder b(make_args(coll, n, count), "broken");
+  return b.finish();
+}
+
+}  // namespace
+
+TEST_CASE("plan names and buffer sizes follow the contract", "[plan]") {
+  Collective c;
+  REQUIRE(parse_collective("allreduce", &c));
+  CHECK(c == Collective::AllReduce);
+  REQUIRE(parse_collective("reduce_scatter", &c));
+  CHECK(c == Collective::ReduceScatter);
+  REQUIRE(parse_collective("All_To_All", &c));
+  CHECK(c == Collective::AllToAll);
+  CHECK_FALSE(parse_collective("allreduce2", &c));
+  CHECK_FALSE(parse_collective("", &c));
+  for (int i = 0; i < kNumCollectives; ++i) {
+    Collective back;
+    REQUIRE(parse_collective(collective_name(static_cast<Collective>(i)), &back));
+    CHECK(static_cast<int>(back) == i);
+  }
+  CHECK(std::string(step_kind_name(StepKind::RecvReduce)) == "recv_reduce");
+
+  auto a = make_args(Collective::AllGather, 4, 3);
+  CHECK(input_count(a, 2) == 3);
+  CHECK(output_count(a, 2) == 12);
+  a = make_args(Collective::Gather, 4, 3, 1);
+  CHECK(output_count(a, 1) == 12);
+  CHECK(output_count(a, 0) == 0);
+  a = make_args(Collective::Scatter, 4, 3, 2);
+  CHECK(input_count(a, 2) == 12);
+  CHECK(input_count(a, 1) == 0);
+  CHECK(output_count(a, 1) == 3);
+  a = make_args(Collective::AllToAll, 3, 5);
+  a.splits = {{1, 2, 3}, {4, 5, 6}, {7, 8, 9}};
+  CHECK(input_count(a, 1) == 15);
+  CHECK(output_count(a, 1) == 2 + 5 + 8);
+  a.splits = {{1, 2}};
+  CHECK_THROWS_AS(input_count(a, 0), braid::Error);
+  CHECK(is_reduction(Collective::ReduceScatter));
+  CHECK_FALSE(is_reduction(Collective::AllGather));
+}
+
+TEST_CASE("to_string shows every step with its spans and deps", "[plan]") {
+  const Plan p = naive_allreduce(make_args(Collective::AllReduce, 3, 8));
+  const std::string text = to_string(p);
+  CHECK(text.find("allreduce / naive") != std::string::npos);
+  CHECK(text.find("rank 2") != std::string::npos);
+  CHECK(text.find("recv_reduce <- 2") != std::string::npos);
+  CHECK(text.find("out[0..8)") != std::string::npos);
+  CHECK(text.find("after 0") != std::string::npos);
+}
+
+TEST_CASE("reference generators verify for every group size", "[verify]") {
+  for (int n = 1; n <= 64; ++n) {
+    for (const Case& cs : cases_for(n)) {
+      using Gen = Plan (*)(const PlanArgs&);
+      for (auto [coll, gen] : {std::pair<Collective, Gen>{Collective::AllReduce, naive_allreduce},
+                               std::pair<Collective, Gen>{Collective::AllGather, naive_allgather},
+                               std::pair<Collective, Gen>{Collective::Barrier, naive_barrier}}) {
+        const VerifyResult v = verify(gen(make_args(coll, n, coll == Collective::Barrier ? 0 : cs.count)));
+        INFO(fmt::format("{} n={} count={}", collective_name(coll), n, cs.count));
+        CHECK(v.error == "");
+        CHECK(v.ok);
+      }
+    }
+  }
+}
+
+TEST_CASE("every registered algorithm verifies over sizes 1..64, roots and counts", "[verify][registry]") {
+  int plans = 0;
+  std::vector<std::string> failures;
+  for (const Algorithm& alg : algorithms()) {
+    for (int n = 1; n <= 64; ++n) {
+      for (int root : roots_for(alg.coll, n)) {
+        for (const Case& cs : cases_for(n)) {
+          PlanArgs args = make_args(alg.coll, n, alg.coll == Collective::Barrier ? 0 : cs.count, root, cs.elem_size);
+          if (auto e = check_one(alg, args); !e.empty()) failures.push_back(e);
+          ++plans;
+          if (alg.coll == Collective::AllToAll && cs.elem_size == 4) {
+            args.splits = uneven_splits(n, cs.count);
+            if (auto e = check_one(alg, args); !e.empty()) failures.push_back(e);
+            ++plans;
+          }
+          if (alg.coll == Collective::Barrier) break;  // one count is enough
+        }
+      }
+    }
+  }
+  INFO(fmt::format("{} registered algorithms, {} plans", algorithms().size(), plans));
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) FAIL_CHECK(failures[i]);
+  CHECK(failures.empty());
+}
+
+// Mutation check on the real algorithms: dropping any one message (its send
+// and its receive become empty local steps, so indices and deps stay valid)
+// must lose data or, for a barrier, knowledge, and the verifier must say so.
+TEST_CASE("dropping any one message of a registered algorithm is caught", "[verify][registry]") {
+  auto neuter = [](Step& s) {
+    s.kind = StepKind::Copy;
+    s.peer = -1;
+    s.src = out(0, 0);
+    s.dst = out(0, 0);
+  };
+  int mutants = 0;
+  for (const Algorithm& alg : algorithms()) {
+    for (int n : {5, 8}) {
+      const auto args = make_args(alg.coll, n, alg.coll == Collective::Barrier ? 0 : 2 * n + 3, 1);
+      if (alg.supports && !alg.supports(args)) continue;
+      const Plan plan = alg.build(args);
+      REQUIRE(verify(plan).ok);
+      for (int r = 0; r < n; ++r) {
+        const auto& steps = plan.ranks[static_cast<std::size_t>(r)].steps;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          const Step& s = steps[i];
+          if (s.kind != StepKind::Send || (s.src.count == 0 && alg.coll != Collective::Barrier)) continue;
+          Plan m = plan;
+          neuter(m.ranks[static_cast<std::size_t>(r)].steps[i]);
+          for (Step& t : m.ranks[static_cast<std::size_t>(s.peer)].steps)
+            if ((t.kind == StepKind::Recv || t.kind == StepKind::RecvReduce) && t.peer == r && t.slot == s.slot) neuter(t);
+          INFO(fmt::format("{} / {} nranks={}: dropped the message rank {} step {} sends", collective_name(alg.coll),
+                           alg.name, n, r, i));
+          CHECK_FALSE(verify(m).ok);
+          ++mutants;
+        }
+      }
+    }
+  }
+  CHECK(mutants >= (algorithms().empty() ? 0 : 1));
+}
+
+TEST_CASE("registry lookups", "[registry]") {
+  std::set<std::pair<int, std::string>> seen;
+  for (const Algorithm& a : algorithms()) {
+    INFO(a.name);
+    CHECK(seen.insert({static_cast<int>(a.coll), a.name}).second);  // (collective, name) unique
+    CHECK(find_algorithm(a.coll, a.name) == &a);
+    const auto names = algorithm_names(a.coll);
+    CHECK(std::find(names.begin(), names.end(), a.name) != names.end());
+  }
+  CHECK(find_algorithm(Collective::AllReduce, "no_such_algorithm") == nullptr);
+}
+
+// ---- the verifier catches broken plans ------------------------------------
+
+namespace {
+std::string rejection(const Plan& p) {
+  const VerifyResult v = verify(p);
+  CHECK_FALSE(v.ok);
+  return v.error;
+}
+}  // namespace
+
+TEST_CASE("verifier rejects a send nobody receives", "[verify][negative]") {
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+  b.send(0, 1, out(0, 4));
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("never receives"));
+}
+
+TEST_CASE("verifier rejects a receive with no matching send", "[verify][negative]") {
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+  b.recv(0, 1, out(0, 4));
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("no send from rank 1"));
+}
+
+TEST_CASE("verifier rejects a contribution counted twice", "[verify][negative]") {
+  // Rank 1's data reaches rank 0 twice: once directly, once through rank 2.
+  PlanBuilder b(make_args(Collective::AllReduce, 3, 4), "broken");
+  b.send(1, 0, out(0, 4));
+  b.send(1, 2, out(0, 4));
+  const int r2 = b.recv_reduce(2, 1, out(0, 4));
+  b.send(2, 0, out(0, 4), {r2});
+  const int a = b.recv_reduce(0, 1, out(0, 4));
+  b.recv_reduce(0, 2, out(0, 4), {a});
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("twice"));
+  CHECK_THAT(e, Catch::Contains("{1}"));
+}
+
+TEST_CASE("verifier rejects combining values for different elements", "[verify][negative]") {
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+  b.send(1, 0, out(0, 2));
+  b.recv_reduce(0, 1, out(2, 2));  // rank 1's elements 0..2 into elements 2..4
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("different elements"));
+}
+
+TEST_CASE("verifier rejects a race between two unordered writes", "[verify][negative]") {
+  // Correct data, but rank 0 receives two messages into out[0..4) with no
+  // order between them: on a real transport they may land at the same time.
+  PlanBuilder b(make_args(Collective::Broadcast, 3, 4), "broken");
+  b.send(0, 1, out(0, 4));
+  b.send(0, 2, out(0, 4));
+  b.send(1, 2, out(0, 4), {b.recv(1, 0, out(0, 4))});
+  b.recv(2, 0, out(0, 4));
+  b.recv(2, 1, out(0, 4));
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("race on rank 2"));
+  CHECK_THAT(e, Catch::Contains("out[0..4)"));
+}
+
+TEST_CASE("verifier rejects a send racing a later write of its source", "[verify][negative]") {
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+  b.send(0, 1, out(0, 4));
+  b.recv_reduce(0, 1, out(0, 4));  // may overwrite out while it is being sent
+  b.send(1, 0, out(0, 4));
+  b.recv_reduce(1, 0, out(0, 4), {0});
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("race on rank 0"));
+}
+
+TEST_CASE("verifier rejects forwarding data before it has arrived", "[verify][negative]") {
+  // Rank 1 relays rank 0's data to rank 2 but forgot the dependency on its
+  // receive: the send may read out[1..3) while the receive is writing it.
+  PlanBuilder b(make_args(Collective::Broadcast, 3, 4), "broken");
+  b.send(0, 1, out(0, 4));
+  b.recv(1, 0, out(0, 4));
+  b.send(1, 2, out(1, 2));
+  b.recv(2, 1, out(1, 2));
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("race on rank 1"));
+  CHECK_THAT(e, Catch::Contains("out[1..3)"));
+}
+
+TEST_CASE("verifier rejects reading scratch nobody wrote", "[verify][negative]") {
+  PlanBuilder b(make_args(Collective::Broadcast, 2, 4), "broken");
+  b.need_scratch(0, 4);
+  b.send(0, 1, scratch(0, 4));
+  b.recv(1, 0, out(0, 4));
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("scratch[0..4) before anything wrote it"));
+}
+
+TEST_CASE("verifier rejects a deadlock cycle", "[verify][negative]") {
+  // Each rank first waits for the other's message, then sends its own.
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+  b.need_scratch(0, 4);
+  b.need_scratch(1, 4);
+  for (int r = 0; r < 2; ++r) {
+    const int got = b.recv(r, 1 - r, scratch(0, 4));
+    b.send(r, 1 - r, out(0, 4), {got});
+    b.reduce(r, scratch(0, 4), out(0, 4), {got, got + 1});
+  }
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("deadlock"));
+  CHECK_THAT(e, Catch::Contains("rank 0 step 0"));
+}
+
+TEST_CASE("verifier rejects exchanges that only work with unbounded buffering", "[verify][negative]") {
+  // Both ranks send, then receive only after their send completed: fine if
+  // sends are buffered, a deadlock once messages exceed the socket buffers.
+  PlanBuilder b(make_args(Collective::AllGather, 2, 4), "broken");
+  for (int r = 0; r < 2; ++r) b.recv(r, 1 - r, out((1 - r) * 4, 4), {b.send(r, 1 - r, in(0, 4))});
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("deadlock"));
+}
+
+TEST_CASE("verifier rejects a wrong final block", "[verify][negative]") {
+  // All-gather where rank 2's block lands in slot 1 on rank 0.
+  Plan p = naive_allgather(make_args(Collective::AllGather, 3, 2));
+  for (Step& s : p.ranks[0].steps)
+    if (s.kind == StepKind::Recv && s.peer == 2) s.dst.offset = 2;
+    else if (s.kind == StepKind::Recv && s.peer == 1) s.dst.offset = 4;
+  const std::string e = rejection(p);
+  CHECK_THAT(e, Catch::Contains("wrong result: rank 0 out[2..4) holds rank 2's"));
+  CHECK_THAT(e, Catch::Contains("expected rank 1's"));
+}
+
+TEST_CASE("verifier rejects a missing contribution", "[verify][negative]") {
+  Plan p = naive_allreduce(make_args(Collective::AllReduce, 3, 5));
+  // Drop rank 2's contribution: rank 0's first receive from rank 2 and its send.
+  auto& r0 = p.ranks[0].steps;
+  auto& r2 = p.ranks[2].steps;
+  for (Step& s : r0)
+    if (s.kind == StepKind::RecvReduce && s.peer == 2) s.kind = StepKind::Copy, s.src = out(0, 0), s.dst = out(0, 0);
+  r2.erase(r2.begin());           // its send to rank 0
+  for (Step& s : r2) s.deps.clear();
+  const std::string e = rejection(p);
+  CHECK_THAT(e, Catch::Contains("ranks {0-1} combined"));
+  CHECK_THAT(e, Catch::Contains("expected ranks {0-2} combined"));
+}
+
+TEST_CASE("verifier rejects structural mistakes", "[verify][negative]") {
+  SECTION("span past the end of the buffer") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+    b.send(0, 1, out(2, 4));
+    b.recv(1, 0, out(0, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("outside the buffer"));
+  }
+  SECTION("writing the input") {
+    PlanBuilder b(make_args(Collective::AllGather, 2, 4), "broken");
+    b.copy(0, out(0, 4), in(0, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("read-only input"));
+  }
+  SECTION("sending to itself") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+    b.send(0, 0, out(0, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("itself"));
+  }
+  SECTION("a peer outside the group") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+    b.send(0, 1, out(0, 4));
+    b.recv(1, 0, out(0, 4));
+    Plan p = b.finish();
+    p.ranks[0].steps[0].peer = 5;
+    CHECK_THAT(rejection(p), Catch::Contains("peer 5"));
+  }
+  SECTION("a dependency on a later step") {
+    Plan p = naive_allreduce(make_args(Collective::AllReduce, 2, 4));
+    p.ranks[0].steps[0].deps.push_back(1);
+    CHECK_THAT(rejection(p), Catch::Contains("earlier steps"));
+  }
+  SECTION("send and receive counts differ") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "broken");
+    b.send(0, 1, out(0, 4));
+    b.recv(1, 0, out(0, 3));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("sends 4 elements"));
+  }
+  SECTION("a reduction in a data-movement collective") {
+    PlanBuilder b(make_args(Collective::AllGather, 2, 4), "broken");
+    b.send(1, 0, in(0, 4));
+    b.recv_reduce(0, 1, out(4, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("only moves data"));
+  }
+  SECTION("the wrong number of rank plans") {
+    Plan p = empty_plan(Collective::AllReduce, 3, 4);
+    p.ranks.pop_back();
+    CHECK_THAT(rejection(p), Catch::Contains("2 rank plans"));
+  }
+}
+
+TEST_CASE("verifier rejects a barrier where a rank can leave early", "[verify][negative]") {
+  // Rank 0 hears from everyone, but releases only rank 1: rank 2 never
+  // learns that the others arrived.
+  PlanBuilder b(make_args(Collective::Barrier, 3, 0), "broken");
+  Deps arrived;
+  for (int r = 1; r < 3; ++r) {
+    b.send(r, 0, out(0, 0));
+    arrived.push_back(b.recv(0, r, out(0, 0)));
+  }
+  b.send(0, 1, out(0, 0), arrived);
+  b.recv(1, 0, out(0, 0));
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("barrier: rank 2 can finish before ranks {0-1}"));
+}
+
+// ---- cost model ----------------------------------------------------------
+
+TEST_CASE("cost model arithmetic on tiny plans", "[cost]") {
+  const CostParams c{1e-6, 1e-9, 0.5e-9, 0.25e-9};
+  SECTION("one message: alpha + beta * bytes") {
+    PlanBuilder b(make_args(Collective::Broadcast, 2, 100, 0, 4), "t");
+    b.send(0, 1, out(0, 100));
+    b.recv(1, 0, out(0, 100));
+    CHECK(predict_seconds(b.finish(), c) == Approx(1e-6 + 400e-9));
+  }
+  SECTION("one send port: two messages from one rank serialise") {
+    PlanBuilder b(make_args(Collective::Broadcast, 3, 100, 0, 4), "t");
+    for (int p = 1; p < 3; ++p) {
+      b.send(0, p, out(0, 100));
+      b.recv(p, 0, out(0, 100));
+    }
+    CHECK(predict_seconds(b.finish(), c) == Approx(2 * (1e-6 + 400e-9)));
+  }
+  SECTION("full duplex: an exchange costs one message, and a reduce adds gamma") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 100, 0, 4), "t");
+    for (int r = 0; r < 2; ++r) {
+      b.need_scratch(r, 100);
+      b.send(r, 1 - r, out(0, 100));
+      const int got = b.recv(r, 1 - r, scratch(0, 100));
+      b.reduce(r, scratch(0, 100), out(0, 100), {0, got});
+    }
+    CHECK(predict_seconds(b.finish(), c) == Approx(1e-6 + 400e-9 + 200e-9));
+  }
+  SECTION("a deadlocked plan never finishes") {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "t");
+    for (int r = 0; r < 2; ++r) b.send(r, 1 - r, out(0, 4), {b.recv(r, 1 - r, out(0, 4))});
+    CHECK(std::isinf(predict_seconds(b.finish(), c)));
+  }
+}
+
+TEST_CASE("cost model: more bytes never cost less for the same plan", "[cost]") {
+  std::vector<Plan> plans;
+  for (int n : {2, 3, 8, 17}) {
+    plans.push_back(naive_allreduce(make_args(Collective::AllReduce, n, 1000)));
+    plans.push_back(naive_allgather(make_args(Collective::AllGather, n, 1000)));
+    for (const Algorithm& a : algorithms()) {
+      const auto args = make_args(a.coll, n, a.coll == Collective::Barrier ? 0 : 1000, n / 2);
+      if (!a.supports || a.supports(args)) plans.push_back(a.build(args));
+    }
+  }
+  for (const CostParams& params : {kTcpLoopback, kSharedMemory}) {
+    for (Plan& p : plans) {
+      double prev = 0;
+      for (std::size_t elem : {1, 2, 4, 8, 64, 4096}) {
+        p.args.elem_size = elem;
+        const double t = predict_seconds(p, params);
+        INFO(fmt::format("{} / {} nranks={} elem_size={}", collective_name(p.coll), p.algorithm, p.args.nranks, elem));
+        CHECK(std::isfinite(t));
+        CHECK(t >= prev);
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST_CASE("choose: forced names are honoured, unknown names list the valid ones", "[cost]") {
+  for (const Algorithm& a : algorithms()) {
+    const auto args = make_args(a.coll, 5, 77, 1);
+    if (a.supports && !a.supports(args)) continue;
+    CHECK(choose(a.coll, args, kTcpLoopback, a.name) == &a);
+  }
+  for (int i = 0; i < kNumCollectives; ++i) {
+    const auto coll = static_cast<Collective>(i);
+    const auto names = algorithm_names(coll);
+    try {
+      choose(coll, make_args(coll, 4, 8), kTcpLoopback, "no_such_algorithm");
+      FAIL("unknown algorithm accepted");
+    } catch (const braid::Error& e) {
+      CHECK(e.code() == braid::ErrorCode::InvalidArgument);
+      CHECK_THAT(e.what(), Catch::Contains("no_such_algorithm"));
+      for (const auto& n : names) CHECK_THAT(e.what(), Catch::Contains(n));
+    }
+    if (names.empty()) continue;
+    // Unforced: the minimum predicted time among the supporting algorithms.
+    for (int n : {2, 7, 16}) {
+      for (std::int64_t count : {1, 100000}) {
+        const auto args = make_args(coll, n, coll == Collective::Barrier ? 0 : count);
+        const Algorithm* best = choose(coll, args, kTcpLoopback);
+        REQUIRE(best != nullptr);
+        CHECK(best->coll == coll);
+        const double t_best = predict_seconds(best->build(args), kTcpLoopback);
+        for (const Algorithm& a : algorithms())
+          if (a.coll == coll && (!a.supports || a.supports(args)))
+            CHECK(t_best <= predict_seconds(a.build(args), kTcpLoopback));
+      }
+    }
+  }
+}
+
+TEST_CASE("BRAID_ALGO parsing", "[cost]") {
+  CHECK(parse_algo_env("").empty());
+  CHECK(parse_algo_env(" ; ").empty());
+  CHECK_THROWS_AS(parse_algo_env("allreduce:no_such_algorithm"), braid::Error);
+  try {
+    parse_algo_env("allreduces:ring");
+    FAIL("unknown collective accepted");
+  } catch (const braid::Error& e) {
+    CHECK(e.code() == braid::ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Contains("allreduces"));
+    CHECK_THAT(e.what(), Catch::Contains("reducescatter"));  // lists the valid collectives
+  }
+  CHECK_THROWS_AS(parse_algo_env("no_such_algorithm"), braid::Error);
+
+  for (const Algorithm& a : algorithms()) {
+    INFO(a.name);
+    const std::string coll = collective_name(a.coll);
+    auto m = parse_algo_env(fmt::format(" {}:{} ", coll, a.name));
+    REQUIRE(m.size() == 1);
+    CHECK(m.at(a.coll) == a.name);
+    // torch spelling, upper case, a trailing separator.
+    std::string upper = a.name;
+    for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    const std::string torch = a.coll == Collective::AllReduce ? "all_reduce" : coll;
+    m = parse_algo_env(fmt::format("{}:{};", torch, upper));
+    CHECK(m.at(a.coll) == a.name);
+    // A bare name covers exactly the collectives that have it.
+    m = parse_algo_env(a.name);
+    for (int i = 0; i < kNumCollectives; ++i) {
+      const auto c = static_cast<Collective>(i);
+      CHECK((m.count(c) == 1) == (find_algorithm(c, a.name) != nullptr));
+    }
+    // An unknown algorithm for this collective lists the valid names.
+    try {
+      parse_algo_env(coll + ":no_such_algorithm");
+      FAIL("unknown algorithm accepted");
+    } catch (const braid::Error& e) {
+      for (const auto& n : algorithm_names(a.coll)) CHECK_THAT(e.what(), Catch::Contains(n));
+    }
+  }
+  if (algorithms().size() >= 2) {
+    const Algorithm& x = algorithms()[0];
+    const Algorithm& y = algorithms()[algorithms().size() - 1];
+    if (x.coll != y.coll) {
+      auto m = parse_algo_env(fmt::format("{}:{};{}:{}", collective_name(x.coll), x.name, collective_name(y.coll), y.name));
+      CHECK(m.size() == 2);
+      CHECK(m.at(x.coll) == x.name);
+      CHECK(m.at(y.coll) == y.name);
+    }
+  }
+}

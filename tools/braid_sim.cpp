@@ -1,0 +1,245 @@
+// braid-sim: what the cost model predicts, and what a plan looks like.
+//
+//   braid-sim allreduce --ranks 8 -b 8 -e 64M -f 4 --backend shm
+//       predicted time (us) per algorithm over a size sweep; '*' marks the
+//       one the runtime would choose. Sizes follow nccl-tests: bytes of the
+//       whole buffer (for allgather, alltoall, ... the n-block buffer).
+//   braid-sim allreduce --plan --algo ring --ranks 4 --count 8
+//       prints the plan step by step and the verifier's verdict.
+//   add --verify to a sweep to run the verifier on every plan in it.
+#include <fmt/core.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "cost_model.hpp"
+#include "plan.hpp"
+#include "registry.hpp"
+#include "verify.hpp"
+
+namespace {
+
+using braid::plan::Collective;
+
+constexpr const char* kUsage =
+    "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
+    "                 [--backend tcp|shm] [--root R] [--algo NAME] [--verify]\n"
+    "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
+    "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
+    "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n";
+
+struct UsageError {
+  std::string message;
+};
+
+struct HelpRequested {};
+
+[[noreturn]] void usage_error(std::string message) { throw UsageError{std::move(message)}; }
+
+struct Options {
+  Collective coll = Collective::AllReduce;
+  int ranks = 0;
+  std::int64_t min_bytes = 8, max_bytes = std::int64_t{64} << 20;
+  double factor = 2.0;
+  std::size_t elem_size = 4;
+  std::string dtype = "float32";
+  braid::plan::CostParams params = braid::plan::kTcpLoopback;
+  std::string backend = "tcp";
+  int root = 0;
+  std::string algo;
+  bool plan = false, verify = false;
+  std::optional<std::int64_t> count;
+};
+
+std::int64_t parse_int(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 0) usage_error(fmt::format("{} expects a non-negative integer, got '{}'", flag, text));
+  return v;
+}
+
+// "8", "1K", "64M", "1G" (optionally "1KB"): bytes, powers of 1024.
+std::int64_t parse_size(const std::string& flag, const std::string& text) {
+  std::string digits = text, suffix;
+  while (!digits.empty() && std::isalpha(static_cast<unsigned char>(digits.back()))) {
+    suffix.insert(suffix.begin(), static_cast<char>(std::toupper(static_cast<unsigned char>(digits.back()))));
+    digits.pop_back();
+  }
+  if (suffix.size() == 2 && suffix[1] == 'B') suffix.pop_back();
+  std::int64_t scale = 1;
+  if (suffix == "K") scale = std::int64_t{1} << 10;
+  else if (suffix == "M") scale = std::int64_t{1} << 20;
+  else if (suffix == "G") scale = std::int64_t{1} << 30;
+  else if (!suffix.empty() && suffix != "B")
+    usage_error(fmt::format("{} expects a size like 8, 1K, 64M or 1G, got '{}'", flag, text));
+  return parse_int(flag, digits) * scale;
+}
+
+std::size_t dtype_size(const std::string& name) {
+  static const std::map<std::string, std::size_t> sizes = {
+      {"int8", 1},    {"uint8", 1},    {"int32", 4},   {"int64", 8}, {"float16", 2}, {"half", 2},
+      {"bfloat16", 2}, {"float32", 4}, {"float", 4},   {"float64", 8}, {"double", 8},
+  };
+  auto it = sizes.find(name);
+  if (it == sizes.end())
+    usage_error(fmt::format("unknown --dtype '{}'; expected int8, uint8, int32, int64, float16, bfloat16, "
+                            "float32 or float64",
+                            name));
+  return it->second;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  if (argc < 2) usage_error("missing COLLECTIVE");
+  if (!braid::plan::parse_collective(argv[1], &o.coll))
+    usage_error(fmt::format("unknown collective '{}'", argv[1]));
+  bool have_b = false, have_e = false;
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(fmt::format("{} needs a value", flag));
+      return argv[++i];
+    };
+    if (flag == "--ranks" || flag == "-n") o.ranks = static_cast<int>(parse_int(flag, value()));
+    else if (flag == "-b" || flag == "--minbytes") o.min_bytes = parse_size(flag, value()), have_b = true;
+    else if (flag == "-e" || flag == "--maxbytes") o.max_bytes = parse_size(flag, value()), have_e = true;
+    else if (flag == "-f" || flag == "--stepfactor") {
+      const std::string v = value();
+      char* end = nullptr;
+      o.factor = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.factor > 1.0)) usage_error(fmt::format("-f expects a factor > 1, got '{}'", v));
+    } else if (flag == "--dtype") o.dtype = value(), o.elem_size = dtype_size(o.dtype);
+    else if (flag == "--backend") {
+      o.backend = value();
+      if (o.backend == "tcp") o.params = braid::plan::kTcpLoopback;
+      else if (o.backend == "shm") o.params = braid::plan::kSharedMemory;
+      else usage_error(fmt::format("unknown --backend '{}'; expected tcp or shm", o.backend));
+    } else if (flag == "--root") o.root = static_cast<int>(parse_int(flag, value()));
+    else if (flag == "--algo") o.algo = value();
+    else if (flag == "--count") o.count = parse_int(flag, value());
+    else if (flag == "--plan") o.plan = true;
+    else if (flag == "--verify") o.verify = true;
+    else if (flag == "-h" || flag == "--help") throw HelpRequested{};
+    else usage_error(fmt::format("unknown option '{}'", flag));
+  }
+  if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
+  if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
+  if (have_b && !have_e) o.max_bytes = o.min_bytes;
+  if (!have_b && have_e) o.min_bytes = std::min(o.min_bytes, o.max_bytes);
+  if (o.min_bytes > o.max_bytes) usage_error("-b must not exceed -e");
+  if (o.plan && (o.algo.empty() || !o.count)) usage_error("--plan needs --algo NAME and --count C");
+  return o;
+}
+
+braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
+  braid::plan::PlanArgs a;
+  a.coll = o.coll;
+  a.nranks = o.ranks;
+  a.count = count;
+  a.elem_size = o.elem_size;
+  a.root = o.root;
+  return a;
+}
+
+// Buffer bytes -> PlanArgs::count: collectives whose buffer holds one block
+// per rank take the whole buffer's size, as nccl-tests does.
+std::int64_t count_for_bytes(const Options& o, std::int64_t bytes) {
+  std::int64_t blocks = 1;
+  switch (o.coll) {
+    case Collective::AllGather:
+    case Collective::Gather:
+    case Collective::Scatter:
+    case Collective::ReduceScatter:
+    case Collective::AllToAll: blocks = o.ranks; break;
+    case Collective::Barrier: return 0;
+    default: break;
+  }
+  return bytes / static_cast<std::int64_t>(o.elem_size) / blocks;
+}
+
+int print_plan(const Options& o) {
+  const braid::plan::Algorithm* alg = braid::plan::choose(o.coll, make_args(o, *o.count), o.params, o.algo);
+  const braid::plan::Plan plan = alg->build(make_args(o, *o.count));
+  fmt::print("{}", braid::plan::to_string(plan));
+  fmt::print("predicted ({}): {:.2f} us\n", o.backend, braid::plan::predict_seconds(plan, o.params) * 1e6);
+  const auto v = braid::plan::verify(plan);
+  fmt::print("verify: {}\n", v.ok ? "ok" : "FAILED: " + v.error);
+  return v.ok ? 0 : 1;
+}
+
+int sweep(const Options& o) {
+  std::vector<const braid::plan::Algorithm*> algs;
+  for (const auto& a : braid::plan::algorithms())
+    if (a.coll == o.coll) algs.push_back(&a);
+  if (algs.empty()) {
+    fmt::print(stderr, "braid-sim: no {} algorithm is registered\n", braid::plan::collective_name(o.coll));
+    return 1;
+  }
+  fmt::print("# {} over {} ranks, {} ({} bytes/element), backend {}: predicted time in us ('*' = chosen{})\n",
+             braid::plan::collective_name(o.coll), o.ranks, o.dtype, o.elem_size, o.backend,
+             o.verify ? ", '!' = verifier rejects" : "");
+  std::string head = fmt::format("{:>12} {:>12}", "bytes", "count");
+  for (const auto* a : algs) head += fmt::format(" {:>20}", a->name);
+  fmt::print("{}\n", head);
+
+  std::vector<std::string> failures;
+  std::int64_t last_count = -1;
+  for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * (1 + 1e-9);
+       b = b * o.factor > b + 1 ? b * o.factor : b + 1) {
+    const auto bytes = o.coll == Collective::Barrier ? 0 : static_cast<std::int64_t>(b);
+    const std::int64_t count = count_for_bytes(o, bytes);
+    if (count == last_count) continue;  // sizes below one element per block repeat
+    last_count = count;
+    const auto args = make_args(o, count);
+    const braid::plan::Algorithm* chosen = braid::plan::choose(o.coll, args, o.params, o.algo);
+    std::string row = fmt::format("{:>12} {:>12}", bytes, count);
+    for (const auto* a : algs) {
+      if (a->supports && !a->supports(args)) {
+        row += fmt::format(" {:>20}", "-");
+        continue;
+      }
+      const braid::plan::Plan plan = a->build(args);
+      std::string cell = fmt::format("{:.2f}", braid::plan::predict_seconds(plan, o.params) * 1e6);
+      if (o.verify) {
+        const auto v = braid::plan::verify(plan);
+        if (!v.ok) {
+          cell += '!';
+          failures.push_back(v.error);
+        }
+      }
+      if (a == chosen) cell += '*';
+      row += fmt::format(" {:>20}", cell);
+    }
+    fmt::print("{}\n", row);
+    if (o.coll == Collective::Barrier) break;  // no sizes to sweep
+  }
+  for (const auto& f : failures) fmt::print("verify FAILED: {}\n", f);
+  if (o.verify && failures.empty()) fmt::print("# verify: every plan above is correct\n");
+  return failures.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse_args(argc, argv);
+    return o.plan ? print_plan(o) : sweep(o);
+  } catch (const HelpRequested&) {
+    fmt::print("{}", kUsage);
+    return 0;
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "braid-sim: {}\n{}", e.message, kUsage);
+    return 2;
+  } catch (const braid::Error& e) {
+    // Unknown algorithm names and the like: the caller's input, so exit 2.
+    fmt::print(stderr, "braid-sim: {}\n", e.what());
+    return e.code() == braid::ErrorCode::InvalidArgument ? 2 : 1;
+  }
+}

@@ -11,6 +11,7 @@
 #include "braid/group.hpp"
 #include "braid/options.hpp"
 #include "braid/tensor.hpp"
+#include "core/async_runner.hpp"
 #include "core/engine.hpp"
 #include "store/store.hpp"
 
@@ -35,6 +36,8 @@ struct Context {
   std::shared_ptr<store::Store> store;  // namespaced by group_name
   std::unique_ptr<store::TcpStoreServer> server;  // when this process hosts it
   std::unique_ptr<Engine> engine;
+  // Async collectives; declared after the engine so it stops first.
+  std::unique_ptr<AsyncRunner> runner;
   Group world;
   std::uint32_t next_group_id = 1;
 };

@@ -20,6 +20,7 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "core/context.hpp"
+#include "core/plan_cache.hpp"
 
 namespace braid {
 
@@ -188,6 +189,7 @@ void init_process_group(const InitOptions& o) {
     job_id = id;
   }
 
+  algo_overrides();  // a bad BRAID_ALGO fails here, listing the valid names
   c->rank = rank;
   c->world_size = world;
   c->store = st;
@@ -213,6 +215,8 @@ void destroy_process_group() {
   auto c = take_context();
   if (!c)
     fail(ErrorCode::InvalidState, "destroy_process_group: Braid is not initialised");
+  // Queued async collectives finish (or time out) before the transports go.
+  c->runner.reset();
   const bool aborted = c->engine->aborted();
   c->engine->shutdown();
   try {

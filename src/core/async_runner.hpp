@@ -1,0 +1,44 @@
+// AsyncRunner: runs async collectives on one background thread, in the order
+// they were issued. Issue order is what every rank agrees on, so running them
+// in that order can never deadlock ranks against each other; the engine's
+// progress goes on for everything else meanwhile.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/work_state.hpp"
+
+namespace braid {
+
+class AsyncRunner {
+ public:
+  AsyncRunner();
+  ~AsyncRunner();  // runs what is queued, then stops
+  void submit(std::function<void()> job);
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// The Work state of an async collective: completed by the runner.
+struct CollectiveWork final : detail::WorkState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr err;
+  void finish(std::exception_ptr e);
+  bool wait_until(Deadline until) override;
+  bool test() override;
+  std::exception_ptr error() override;
+};
+
+}  // namespace braid

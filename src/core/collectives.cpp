@@ -1,0 +1,469 @@
+// The collective ops: argument checks, the buffer layout each plan expects
+// (see algorithms/plan.hpp, "Buffer contract"), staging for list arguments
+// that are not one contiguous block, then the plan executor.
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "braid/ops.hpp"
+#include "common/errors.hpp"
+#include "core/async_runner.hpp"
+#include "core/context.hpp"
+#include "core/executor.hpp"
+#include "core/plan_cache.hpp"
+#include "reduce/cpu_reduce.hpp"
+
+namespace braid {
+
+namespace {
+
+using plan::Collective;
+using Bytes = std::shared_ptr<std::vector<char>>;
+
+Bytes alloc(std::size_t n) { return std::make_shared<std::vector<char>>(n); }
+
+// One collective call, fully resolved to the plan contract.
+struct Call {
+  Collective coll;
+  const char* what;
+  std::shared_ptr<detail::GroupImpl> group;
+  DType dtype = DType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  std::int64_t count = 0;
+  int root = 0;  // group rank
+  std::vector<std::vector<std::int64_t>> splits;
+  ExecBuffers buffers;
+  std::vector<Bytes> keep;              // staging buffers the call owns
+  std::function<void()> before, after;  // layout in, results out
+};
+
+std::shared_ptr<detail::GroupImpl> group_of(const OpOptions& o, const char* op) {
+  op_group(o, op);  // checks validity and membership
+  return o.group ? o.group->impl() : context().world.impl();
+}
+
+void same_dtype(const Tensor& a, const Tensor& b, const char* a_name, const char* b_name, const char* op) {
+  if (a.dtype != b.dtype)
+    fail(ErrorCode::InvalidArgument, "{}: {} has dtype {} but {} has {}: expected the same dtype", op,
+         a_name, dtype_name(a.dtype), b_name, dtype_name(b.dtype));
+}
+
+void need_count(std::int64_t got, std::int64_t want, const char* what, const char* why, const char* op) {
+  if (got != want)
+    fail(ErrorCode::InvalidArgument, "{}: {} has {} elements: expected {} ({})", op, what, got, want, why);
+}
+
+void copy_bytes(void* dst, const void* src, std::size_t n) {
+  if (n && dst != src) std::memmove(dst, src, n);
+}
+
+// A list of n tensors of `count` elements each: checked, and either used in
+// place (when it already is one contiguous block in order) or staged.
+struct ListView {
+  char* base = nullptr;
+  bool staged = false;
+};
+ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t count, const Tensor& like,
+                   const char* name) {
+  if (static_cast<int>(list.size()) != n)
+    fail(ErrorCode::InvalidArgument, "{}: {} has {} tensors: expected {} (the group size)", c.what, name,
+         list.size(), n);
+  bool contiguous = true;
+  const std::size_t bytes = static_cast<std::size_t>(count) * dtype_size(like.dtype);
+  for (int i = 0; i < n; ++i) {
+    const Tensor& t = list[static_cast<std::size_t>(i)];
+    check_tensor(t, name, c.what);
+    same_dtype(t, like, name, "the other tensor", c.what);
+    need_count(t.count, count, name, "every entry matches the single tensor", c.what);
+    if (static_cast<char*>(t.data) != static_cast<char*>(list[0].data) + static_cast<std::size_t>(i) * bytes)
+      contiguous = false;
+  }
+  if (contiguous && n > 0) return {static_cast<char*>(list[0].data), false};
+  auto b = alloc(bytes * static_cast<std::size_t>(n));
+  c.keep.push_back(b);
+  return {b->data(), true};
+}
+
+void avg_after(Call& c, void* out, std::int64_t count, bool applies) {
+  if (c.op != ReduceOp::Avg || !applies) return;
+  const int n = static_cast<int>(c.group->ranks.size());
+  const DType dt = c.dtype;
+  auto prev = c.after;
+  c.after = [prev, out, count, dt, n] {
+    if (prev) prev();
+    reduction::scale_avg(out, count, dt, n);
+  };
+}
+
+Work run(Call c, const OpOptions& o) {
+  Context& ctx = context();
+  const auto& g = *c.group;
+  const Millis timeout = op_timeout(o);
+  plan::PlanArgs args;
+  args.coll = c.coll;
+  args.nranks = static_cast<int>(g.ranks.size());
+  args.count = c.count;
+  args.elem_size = dtype_size(c.dtype);
+  args.root = c.root;
+  args.splits = std::move(c.splits);
+  auto compiled = get_plan(args, g.my_rank, o.algorithm);
+  // The sequence number is taken at issue, on the caller's thread: issue
+  // order is what all ranks agree on.
+  const std::uint64_t seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+  const Deadline deadline = Deadline::after(timeout);
+  Engine* engine = ctx.engine.get();
+  auto body = [c = std::move(c), compiled, seq, timeout, deadline, engine] {
+    if (c.before) c.before();
+    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what};
+    execute(*engine, call);
+    if (c.after) c.after();
+  };
+  if (!o.async_op) {
+    body();
+    return Work();
+  }
+  auto w = std::make_shared<CollectiveWork>();
+  w->op_deadline = deadline;
+  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
+  ctx.runner->submit([w, body = std::move(body)]() mutable {
+    try {
+      body();
+      w->finish(nullptr);
+    } catch (...) {
+      w->finish(std::current_exception());
+    }
+  });
+  return Work(std::move(w));
+}
+
+int root_of(const Call& c, int global_root, const char* name) {
+  check_member(*c.group, global_root, name, c.what);
+  return c.group->group_of_global[static_cast<std::size_t>(global_root)];
+}
+
+Call make(Collective coll, const char* what, const OpOptions& o) {
+  Call c;
+  c.coll = coll;
+  c.what = what;
+  c.group = group_of(o, what);
+  return c;
+}
+
+}  // namespace
+
+Work barrier(const OpOptions& o) {
+  Call c = make(Collective::Barrier, "barrier", o);
+  return run(std::move(c), o);
+}
+
+Work broadcast(const Tensor& t, int src, const OpOptions& o) { return broadcast(t, t, src, o); }
+
+Work broadcast(const Tensor& input, const Tensor& output, int src, const OpOptions& o) {
+  Call c = make(Collective::Broadcast, "broadcast", o);
+  check_tensor(output, "output", c.what);
+  c.root = root_of(c, src, "src");
+  const bool is_root = c.root == c.group->my_rank;
+  if (is_root) {
+    check_tensor(input, "input", c.what);
+    same_dtype(input, output, "input", "output", c.what);
+    need_count(output.count, input.count, "output", "the same as input", c.what);
+  }
+  c.dtype = output.dtype;
+  c.count = output.count;
+  c.buffers.output = output.data;
+  if (is_root && input.data != output.data)
+    c.before = [=] { copy_bytes(output.data, input.data, output.nbytes()); };
+  return run(std::move(c), o);
+}
+
+Work all_reduce(const Tensor& t, ReduceOp op, const OpOptions& o) { return all_reduce(t, t, op, o); }
+
+Work all_reduce(const Tensor& input, const Tensor& output, ReduceOp op, const OpOptions& o) {
+  Call c = make(Collective::AllReduce, "all_reduce", o);
+  check_tensor(input, "input", c.what);
+  check_tensor(output, "output", c.what);
+  same_dtype(input, output, "input", "output", c.what);
+  need_count(output.count, input.count, "output", "the same as input", c.what);
+  reduction::check_op(input.dtype, op);
+  c.dtype = input.dtype;
+  c.op = op;
+  c.count = input.count;
+  c.buffers.output = output.data;
+  if (input.data != output.data) c.before = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+  avg_after(c, output.data, output.count, true);
+  return run(std::move(c), o);
+}
+
+Work reduce(const Tensor& t, int dst, ReduceOp op, const OpOptions& o) { return reduce(t, t, dst, op, o); }
+
+Work reduce(const Tensor& input, const Tensor& output, int dst, ReduceOp op, const OpOptions& o) {
+  Call c = make(Collective::Reduce, "reduce", o);
+  check_tensor(input, "input", c.what);
+  reduction::check_op(input.dtype, op);
+  c.root = root_of(c, dst, "dst");
+  c.dtype = input.dtype;
+  c.op = op;
+  c.count = input.count;
+  if (c.root == c.group->my_rank) {
+    check_tensor(output, "output", c.what);
+    same_dtype(input, output, "input", "output", c.what);
+    need_count(output.count, input.count, "output", "the same as input", c.what);
+    c.buffers.output = output.data;
+    if (input.data != output.data) c.before = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+    avg_after(c, output.data, output.count, true);
+  } else {
+    // A non-root's data is only an input: the plan works on a private copy.
+    auto b = alloc(input.nbytes());
+    c.keep.push_back(b);
+    c.buffers.output = b->data();
+    c.before = [=] { copy_bytes(b->data(), input.data, input.nbytes()); };
+  }
+  return run(std::move(c), o);
+}
+
+Work all_gather_into_tensor(const Tensor& output, const Tensor& input, const OpOptions& o) {
+  Call c = make(Collective::AllGather, "all_gather_into_tensor", o);
+  check_tensor(input, "input", c.what);
+  check_tensor(output, "output", c.what);
+  same_dtype(input, output, "input", "output", c.what);
+  const auto n = static_cast<std::int64_t>(c.group->ranks.size());
+  need_count(output.count, n * input.count, "output", "group size x input", c.what);
+  c.dtype = input.dtype;
+  c.count = input.count;
+  c.buffers.input = input.data;
+  c.buffers.output = output.data;
+  char* mine = static_cast<char*>(output.data) + static_cast<std::size_t>(c.group->my_rank) * input.nbytes();
+  c.before = [=] { copy_bytes(mine, input.data, input.nbytes()); };
+  return run(std::move(c), o);
+}
+
+Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const OpOptions& o) {
+  Call c = make(Collective::AllGather, "all_gather", o);
+  check_tensor(input, "input", c.what);
+  const int n = static_cast<int>(c.group->ranks.size());
+  ListView out = list_view(c, outputs, n, input.count, input, "outputs");
+  c.dtype = input.dtype;
+  c.count = input.count;
+  c.buffers.input = input.data;
+  c.buffers.output = out.base;
+  const std::size_t bytes = input.nbytes();
+  char* mine = out.base + static_cast<std::size_t>(c.group->my_rank) * bytes;
+  c.before = [=] { copy_bytes(mine, input.data, bytes); };
+  if (out.staged)
+    c.after = [=, outputs = outputs] {
+      for (int i = 0; i < n; ++i) copy_bytes(outputs[static_cast<std::size_t>(i)].data, out.base + static_cast<std::size_t>(i) * bytes, bytes);
+    };
+  return run(std::move(c), o);
+}
+
+Work gather(const Tensor& input, const std::vector<Tensor>* outputs, int dst, const OpOptions& o) {
+  Call c = make(Collective::Gather, "gather", o);
+  check_tensor(input, "input", c.what);
+  c.root = root_of(c, dst, "dst");
+  c.dtype = input.dtype;
+  c.count = input.count;
+  c.buffers.input = input.data;
+  const int n = static_cast<int>(c.group->ranks.size());
+  if (c.root == c.group->my_rank) {
+    if (!outputs)
+      fail(ErrorCode::InvalidArgument, "gather: the destination rank must pass a list of {} output tensors", n);
+    ListView out = list_view(c, *outputs, n, input.count, input, "outputs");
+    const std::size_t bytes = input.nbytes();
+    c.buffers.output = out.base;
+    char* mine = out.base + static_cast<std::size_t>(c.root) * bytes;
+    c.before = [=] { copy_bytes(mine, input.data, bytes); };
+    if (out.staged)
+      c.after = [=, outputs = *outputs] {
+        for (int i = 0; i < n; ++i) copy_bytes(outputs[static_cast<std::size_t>(i)].data, out.base + static_cast<std::size_t>(i) * bytes, bytes);
+      };
+  } else if (outputs) {
+    fail(ErrorCode::InvalidArgument, "gather: outputs must be null on ranks other than dst ({})", dst);
+  }
+  return run(std::move(c), o);
+}
+
+Work scatter(const Tensor& output, const std::vector<Tensor>* inputs, int src, const OpOptions& o) {
+  Call c = make(Collective::Scatter, "scatter", o);
+  check_tensor(output, "output", c.what);
+  c.root = root_of(c, src, "src");
+  c.dtype = output.dtype;
+  c.count = output.count;
+  c.buffers.output = output.data;
+  const int n = static_cast<int>(c.group->ranks.size());
+  if (c.root == c.group->my_rank) {
+    if (!inputs)
+      fail(ErrorCode::InvalidArgument, "scatter: the source rank must pass a list of {} input tensors", n);
+    ListView in = list_view(c, *inputs, n, output.count, output, "inputs");
+    const std::size_t bytes = output.nbytes();
+    c.buffers.input = in.base;
+    const int me = c.root;
+    c.before = [=, inputs = *inputs] {
+      if (in.staged)
+        for (int i = 0; i < n; ++i) copy_bytes(in.base + static_cast<std::size_t>(i) * bytes, inputs[static_cast<std::size_t>(i)].data, bytes);
+      copy_bytes(output.data, in.base + static_cast<std::size_t>(me) * bytes, bytes);
+    };
+  } else if (inputs) {
+    fail(ErrorCode::InvalidArgument, "scatter: inputs must be null on ranks other than src ({})", src);
+  }
+  return run(std::move(c), o);
+}
+
+Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, const OpOptions& o) {
+  Call c = make(Collective::ReduceScatter, "reduce_scatter_tensor", o);
+  check_tensor(input, "input", c.what);
+  check_tensor(output, "output", c.what);
+  same_dtype(input, output, "input", "output", c.what);
+  reduction::check_op(input.dtype, op);
+  const auto n = static_cast<std::int64_t>(c.group->ranks.size());
+  need_count(input.count, n * output.count, "input", "group size x output", c.what);
+  c.dtype = input.dtype;
+  c.op = op;
+  c.count = output.count;
+  c.buffers.input = input.data;
+  c.buffers.output = output.data;
+  avg_after(c, output.data, output.count, true);
+  return run(std::move(c), o);
+}
+
+Work reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, const OpOptions& o) {
+  Call c = make(Collective::ReduceScatter, "reduce_scatter", o);
+  check_tensor(output, "output", c.what);
+  reduction::check_op(output.dtype, op);
+  const int n = static_cast<int>(c.group->ranks.size());
+  ListView in = list_view(c, inputs, n, output.count, output, "inputs");
+  c.dtype = output.dtype;
+  c.op = op;
+  c.count = output.count;
+  c.buffers.input = in.base;
+  c.buffers.output = output.data;
+  const std::size_t bytes = output.nbytes();
+  if (in.staged)
+    c.before = [=, inputs = inputs] {
+      for (int i = 0; i < n; ++i) copy_bytes(in.base + static_cast<std::size_t>(i) * bytes, inputs[static_cast<std::size_t>(i)].data, bytes);
+    };
+  avg_after(c, output.data, output.count, true);
+  return run(std::move(c), o);
+}
+
+namespace {
+
+// All-to-all over contiguous buffers with per-peer element counts.
+Work all_to_all_impl(Call c, const Tensor& output, const Tensor& input, void* out_base, const void* in_base,
+                     const std::vector<std::int64_t>& out_splits, const std::vector<std::int64_t>& in_splits,
+                     const OpOptions& o) {
+  const int n = static_cast<int>(c.group->ranks.size());
+  const int me = c.group->my_rank;
+  const bool even = std::all_of(in_splits.begin(), in_splits.end(), [&](auto s) { return s == in_splits[0]; }) &&
+                    out_splits == in_splits;
+  c.dtype = input.dtype;
+  c.buffers.input = in_base;
+  c.buffers.output = out_base;
+  const std::size_t es = dtype_size(input.dtype);
+  const auto in_off = std::accumulate(in_splits.begin(), in_splits.begin() + me, std::int64_t{0});
+  const auto out_off = std::accumulate(out_splits.begin(), out_splits.begin() + me, std::int64_t{0});
+  if (in_splits[static_cast<std::size_t>(me)] != out_splits[static_cast<std::size_t>(me)])
+    fail(ErrorCode::InvalidArgument, "{}: the block a rank sends itself must match the one it receives: "
+         "input split {} but output split {} at rank {}", c.what, in_splits[static_cast<std::size_t>(me)],
+         out_splits[static_cast<std::size_t>(me)], me);
+  if (even) {
+    c.count = n ? in_splits[0] : 0;
+  } else {
+    // This rank's plan needs only its own row (what it sends) and column
+    // (what it receives); other ranks build theirs from their own splits.
+    c.splits.assign(static_cast<std::size_t>(n), std::vector<std::int64_t>(static_cast<std::size_t>(n), 0));
+    for (int j = 0; j < n; ++j) c.splits[static_cast<std::size_t>(me)][static_cast<std::size_t>(j)] = in_splits[static_cast<std::size_t>(j)];
+    for (int i = 0; i < n; ++i) c.splits[static_cast<std::size_t>(i)][static_cast<std::size_t>(me)] = out_splits[static_cast<std::size_t>(i)];
+  }
+  auto prev = c.before;
+  const std::size_t own = static_cast<std::size_t>(in_splits[static_cast<std::size_t>(me)]) * es;
+  c.before = [=] {
+    if (prev) prev();
+    copy_bytes(static_cast<char*>(out_base) + static_cast<std::size_t>(out_off) * es,
+               static_cast<const char*>(in_base) + static_cast<std::size_t>(in_off) * es, own);
+  };
+  (void)output;
+  return run(std::move(c), o);
+}
+
+std::vector<std::int64_t> check_splits(const char* what, const std::vector<std::int64_t>& s, int n,
+                                       std::int64_t total, const char* name) {
+  if (s.empty()) {
+    if (total % n != 0)
+      fail(ErrorCode::InvalidArgument, "{}: {} elements do not split evenly over {} ranks: pass splits or "
+           "a multiple of the group size", what, total, n);
+    return std::vector<std::int64_t>(static_cast<std::size_t>(n), total / n);
+  }
+  if (static_cast<int>(s.size()) != n)
+    fail(ErrorCode::InvalidArgument, "{}: {} has {} entries: expected {} (the group size)", what, name, s.size(), n);
+  std::int64_t sum = 0;
+  for (auto v : s) {
+    if (v < 0) fail(ErrorCode::InvalidArgument, "{}: {} has a negative entry ({})", what, name, v);
+    sum += v;
+  }
+  if (sum != total)
+    fail(ErrorCode::InvalidArgument, "{}: {} add up to {} elements but the tensor has {}", what, name, sum, total);
+  return s;
+}
+
+}  // namespace
+
+Work all_to_all_single(const Tensor& output, const Tensor& input, const OpOptions& o) {
+  return all_to_all_single(output, input, {}, {}, o);
+}
+
+Work all_to_all_single(const Tensor& output, const Tensor& input, const std::vector<std::int64_t>& output_splits,
+                       const std::vector<std::int64_t>& input_splits, const OpOptions& o) {
+  Call c = make(Collective::AllToAll, "all_to_all_single", o);
+  check_tensor(input, "input", c.what);
+  check_tensor(output, "output", c.what);
+  same_dtype(input, output, "input", "output", c.what);
+  const int n = static_cast<int>(c.group->ranks.size());
+  auto in_s = check_splits(c.what, input_splits, n, input.count, "input_splits");
+  auto out_s = check_splits(c.what, output_splits, n, output.count, "output_splits");
+  if (input.data == output.data && input.count > 0)
+    fail(ErrorCode::InvalidArgument, "all_to_all_single: input and output must be different buffers");
+  return all_to_all_impl(std::move(c), output, input, output.data, input.data, out_s, in_s, o);
+}
+
+Work all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const OpOptions& o) {
+  Call c = make(Collective::AllToAll, "all_to_all", o);
+  const int n = static_cast<int>(c.group->ranks.size());
+  if (static_cast<int>(inputs.size()) != n || static_cast<int>(outputs.size()) != n)
+    fail(ErrorCode::InvalidArgument, "all_to_all: {} inputs and {} outputs: expected {} of each (the group size)",
+         inputs.size(), outputs.size(), n);
+  std::vector<std::int64_t> in_s(static_cast<std::size_t>(n)), out_s(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto& a = inputs[static_cast<std::size_t>(i)];
+    const auto& b = outputs[static_cast<std::size_t>(i)];
+    check_tensor(a, "inputs", c.what);
+    check_tensor(b, "outputs", c.what);
+    same_dtype(a, inputs[0], "inputs", "inputs[0]", c.what);
+    same_dtype(b, inputs[0], "outputs", "inputs[0]", c.what);
+    in_s[static_cast<std::size_t>(i)] = a.count;
+    out_s[static_cast<std::size_t>(i)] = b.count;
+  }
+  const std::size_t es = dtype_size(inputs[0].dtype);
+  const auto in_total = std::accumulate(in_s.begin(), in_s.end(), std::int64_t{0});
+  const auto out_total = std::accumulate(out_s.begin(), out_s.end(), std::int64_t{0});
+  auto in_b = alloc(static_cast<std::size_t>(in_total) * es + 1);
+  auto out_b = alloc(static_cast<std::size_t>(out_total) * es + 1);
+  c.keep = {in_b, out_b};
+  c.before = [=, inputs = inputs] {
+    std::size_t off = 0;
+    for (const auto& t : inputs) {
+      copy_bytes(in_b->data() + off, t.data, t.nbytes());
+      off += t.nbytes();
+    }
+  };
+  c.after = [=, outputs = outputs] {
+    std::size_t off = 0;
+    for (const auto& t : outputs) {
+      copy_bytes(t.data, out_b->data() + off, t.nbytes());
+      off += t.nbytes();
+    }
+  };
+  Tensor in_t = inputs[0], out_t = outputs[0];
+  return all_to_all_impl(std::move(c), out_t, in_t, out_b->data(), in_b->data(), out_s, in_s, o);
+}
+
+}  // namespace braid

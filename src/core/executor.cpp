@@ -1,0 +1,205 @@
+#include "core/executor.hpp"
+
+#include <cstring>
+
+#include "common/errors.hpp"
+#include "reduce/cpu_reduce.hpp"
+
+namespace braid {
+
+std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank) {
+  auto c = std::make_shared<CompiledPlan>();
+  c->plan = std::move(p);
+  c->rank = rank;
+  const auto& steps = c->steps().steps;
+  const auto n = steps.size();
+  c->dep_count.assign(n, 0);
+  c->next_begin.assign(n + 1, 0);
+  c->stage_offset.assign(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    c->dep_count[i] = static_cast<std::int32_t>(steps[i].deps.size());
+    for (auto d : steps[i].deps) c->next_begin[static_cast<std::size_t>(d) + 1]++;
+    if (steps[i].kind == plan::StepKind::RecvReduce) {
+      c->stage_offset[i] = c->stage_count;
+      c->stage_count += steps[i].dst.count;
+    }
+    if (steps[i].slot >= (1 << 24))
+      fail(ErrorCode::Internal, "plan {} uses message slot {}, beyond the 2^24 the tag layout allows",
+           c->plan->algorithm, steps[i].slot);
+  }
+  for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
+  c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
+  std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);
+  for (std::size_t i = 0; i < n; ++i)
+    for (auto d : steps[i].deps) c->next[static_cast<std::size_t>(fill[static_cast<std::size_t>(d)]++)] = static_cast<std::int32_t>(i);
+  return c;
+}
+
+namespace {
+
+struct Runner {
+  Engine& e;
+  const ExecCall& call;
+  const plan::RankPlan& rp;
+  const std::size_t elem;
+  std::unique_ptr<char[]> scratch;
+  std::unique_ptr<char[]> stage;
+  std::unique_ptr<Request[]> reqs;
+  std::vector<std::int32_t> waiting;
+  std::vector<std::int32_t> ready;
+  std::vector<std::int32_t> inflight;   // step indices
+  std::vector<Request*> inflight_reqs;  // same order
+  std::size_t done = 0;
+
+  Runner(Engine& engine, const ExecCall& c)
+      : e(engine), call(c), rp(c.plan->steps()), elem(dtype_size(c.dtype)) {
+    if (rp.scratch_count > 0)
+      scratch.reset(new char[static_cast<std::size_t>(rp.scratch_count) * elem]);
+    if (c.plan->stage_count > 0)
+      stage.reset(new char[static_cast<std::size_t>(c.plan->stage_count) * elem]);
+    reqs.reset(new Request[rp.steps.size()]);
+    waiting = c.plan->dep_count;
+    for (std::size_t i = 0; i < rp.steps.size(); ++i)
+      if (waiting[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
+  }
+
+  char* ptr(const plan::Span& s) const {
+    char* base = nullptr;
+    switch (s.buf) {
+      case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(call.buffers.input)); break;
+      case plan::Buf::Output: base = static_cast<char*>(call.buffers.output); break;
+      case plan::Buf::Scratch: base = scratch.get(); break;
+    }
+    return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
+  }
+  std::size_t bytes(const plan::Span& s) const { return static_cast<std::size_t>(s.count) * elem; }
+
+  void finish(std::int32_t i) {
+    ++done;
+    const auto b = call.plan->next_begin[static_cast<std::size_t>(i)];
+    const auto end = call.plan->next_begin[static_cast<std::size_t>(i) + 1];
+    for (auto k = b; k < end; ++k) {
+      const auto j = call.plan->next[static_cast<std::size_t>(k)];
+      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push_back(j);
+    }
+  }
+
+  void start(std::int32_t i) {
+    const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
+    Request& r = reqs[static_cast<std::size_t>(i)];
+    const auto tag = static_cast<std::int64_t>((call.seq << 24) | static_cast<std::uint64_t>(s.slot));
+    switch (s.kind) {
+      case plan::StepKind::Send:
+        r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
+        r.env = Envelope{coll_ctx(*call.group), tag};
+        r.buf = ptr(s.src);
+        r.bytes = bytes(s.src);
+        r.timeout = call.timeout;
+        e.post_send(r, call.deadline);
+        break;
+      case plan::StepKind::Recv:
+      case plan::StepKind::RecvReduce:
+        r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
+        r.env = Envelope{coll_ctx(*call.group), tag};
+        r.buf = s.kind == plan::StepKind::Recv
+                    ? ptr(s.dst)
+                    : stage.get() + static_cast<std::size_t>(call.plan->stage_offset[static_cast<std::size_t>(i)]) * elem;
+        r.bytes = bytes(s.dst);
+        r.timeout = call.timeout;
+        r.deadline = call.deadline;
+        e.post_recv(r);
+        break;
+      case plan::StepKind::Copy:
+        if (s.src.count) std::memmove(ptr(s.dst), ptr(s.src), bytes(s.src));
+        finish(i);
+        return;
+      case plan::StepKind::Reduce:
+        reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        finish(i);
+        return;
+    }
+    inflight.push_back(i);
+    inflight_reqs.push_back(&r);
+  }
+
+  // A message arrived (or a send left): finish its step.
+  void complete(std::int32_t i) {
+    const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
+    Request& r = reqs[static_cast<std::size_t>(i)];
+    Engine::rethrow(r);
+    if (s.kind != plan::StepKind::Send && r.received != r.bytes)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must "
+                              "pass the same counts, dtype and root",
+                              call.what, r.source, r.received, r.bytes),
+                  r.source);
+    if (s.kind == plan::StepKind::RecvReduce)
+      reduction::reduce_into(ptr(s.dst), r.buf, s.dst.count, call.dtype, call.op);
+    finish(i);
+  }
+
+  void abandon(std::exception_ptr why) {
+    for (Request* r : inflight_reqs)
+      if (!r->done.load(std::memory_order_acquire)) e.cancel(*r, why);
+  }
+
+  void run() {
+    const std::size_t total = rp.steps.size();
+    while (done < total) {
+      while (!ready.empty()) {
+        const auto i = ready.back();
+        ready.pop_back();
+        start(i);
+      }
+      if (done == total) break;
+      if (inflight.empty())
+        fail(ErrorCode::Internal, "{}: plan {} stalled with {} of {} steps done", call.what,
+             call.plan->plan->algorithm, done, total);
+      if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), call.deadline,
+                      inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
+        std::string peers;
+        for (Request* r : inflight_reqs)
+          if (!r->done.load()) peers += (peers.empty() ? "" : ", ") + std::to_string(r->peer);
+        auto err = std::make_exception_ptr(Error(
+            ErrorCode::Timeout,
+            fmt::format("{} timed out after {} ms waiting for rank(s) {}", call.what,
+                        call.timeout.count(), peers),
+            inflight_reqs.empty() ? -1 : inflight_reqs[0]->peer));
+        abandon(err);
+        std::rethrow_exception(err);
+      }
+      for (std::size_t k = 0; k < inflight.size();) {
+        if (!inflight_reqs[k]->done.load(std::memory_order_acquire)) {
+          ++k;
+          continue;
+        }
+        const auto i = inflight[k];
+        inflight[k] = inflight.back();
+        inflight.pop_back();
+        inflight_reqs[k] = inflight_reqs.back();
+        inflight_reqs.pop_back();
+        try {
+          complete(i);
+        } catch (...) {
+          abandon(std::current_exception());
+          throw;
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void execute(Engine& engine, const ExecCall& call) {
+  Runner r(engine, call);
+  try {
+    r.run();
+  } catch (...) {
+    // Nothing of ours may stay posted: the requests die with the runner.
+    r.abandon(std::current_exception());
+    throw;
+  }
+}
+
+}  // namespace braid

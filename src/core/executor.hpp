@@ -1,0 +1,57 @@
+// The plan executor: runs one rank's steps of a plan over the engine.
+//
+// Steps start as soon as their dependencies are done: sends and receives are
+// posted at once (they may be many in flight), local copies and reductions
+// run inline. A RecvReduce receives into a private staging slice, then
+// reduces into its destination when the message has arrived. Each message's
+// tag is (collective sequence number, slot), so successive or concurrent
+// collectives on one group never match each other's messages.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "braid/ops.hpp"
+#include "braid/tensor.hpp"
+#include "common/time.hpp"
+#include "core/context.hpp"
+#include "plan.hpp"
+
+namespace braid {
+
+// A plan prepared for execution by one rank: its steps, plus the reverse
+// edges and staging layout the executor needs, computed once and cached.
+struct CompiledPlan {
+  std::shared_ptr<const plan::Plan> plan;
+  int rank = 0;                         // whose steps
+  std::vector<std::int32_t> dep_count;  // per step
+  std::vector<std::int32_t> next_begin, next;  // dependents, CSR
+  std::vector<std::int64_t> stage_offset;      // RecvReduce: staging offset (elements)
+  std::int64_t stage_count = 0;
+  const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
+};
+std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank);
+
+struct ExecBuffers {
+  const void* input = nullptr;
+  void* output = nullptr;
+};
+
+struct ExecCall {
+  const CompiledPlan* plan = nullptr;
+  const detail::GroupImpl* group = nullptr;
+  ExecBuffers buffers;
+  DType dtype = DType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  std::uint64_t seq = 0;
+  Millis timeout{0};
+  Deadline deadline{};
+  const char* what = "collective";  // for error messages
+};
+
+// Runs the plan to completion on the calling thread; throws braid::Error on
+// timeout or failure (after withdrawing whatever it still had in flight).
+void execute(Engine& engine, const ExecCall& call);
+
+}  // namespace braid

@@ -1,0 +1,66 @@
+#include "core/plan_cache.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <tuple>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "cost_model.hpp"
+#include "registry.hpp"
+
+namespace braid {
+
+const std::map<plan::Collective, std::string>& algo_overrides() {
+  static const std::map<plan::Collective, std::string> parsed = [] {
+    const char* v = std::getenv("BRAID_ALGO");
+    return v && *v ? plan::parse_algo_env(v) : std::map<plan::Collective, std::string>{};
+  }();
+  return parsed;
+}
+
+namespace {
+
+using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string>;
+
+struct Cache {
+  std::mutex mu;
+  std::map<Key, std::shared_ptr<const CompiledPlan>> plans;
+};
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+// Bounded: a job that sweeps sizes must not grow without limit.
+constexpr std::size_t kMaxPlans = 512;
+
+}  // namespace
+
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced) {
+  std::string name = forced ? forced : "";
+  if (name.empty()) {
+    const auto& o = algo_overrides();
+    if (auto it = o.find(args.coll); it != o.end()) name = it->second;
+  }
+  auto build = [&] {
+    const plan::Algorithm* a = plan::choose(args.coll, args, plan::kTcpLoopback, name);
+    auto p = std::make_shared<const plan::Plan>(a->build(args));
+    BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
+                args.nranks, args.count, args.root);
+    return compile_plan(std::move(p), rank);
+  };
+  if (!args.splits.empty()) return build();
+  const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name};
+  Cache& c = cache();
+  {
+    std::lock_guard lk(c.mu);
+    if (auto it = c.plans.find(key); it != c.plans.end()) return it->second;
+  }
+  auto compiled = build();
+  std::lock_guard lk(c.mu);
+  if (c.plans.size() >= kMaxPlans) c.plans.clear();
+  c.plans.emplace(key, compiled);
+  return compiled;
+}
+
+}  // namespace braid

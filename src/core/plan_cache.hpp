@@ -1,0 +1,23 @@
+// Plan choice and caching: building a plan (and choosing one through the cost
+// model) is never on the hot path. Plans are keyed by everything that shapes
+// them; uneven all-to-all plans depend on the splits and are not cached.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/executor.hpp"
+#include "plan.hpp"
+
+namespace braid {
+
+// BRAID_ALGO, parsed once (throws braid::Error listing valid names on a bad
+// value; init calls it so the error comes early).
+const std::map<plan::Collective, std::string>& algo_overrides();
+
+// The compiled plan for `args` for group rank `rank`, with the algorithm
+// forced by `forced` (nullptr/empty: BRAID_ALGO, else the cost model's choice).
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced);
+
+}  // namespace braid

@@ -348,7 +348,7 @@ void run_world(int n, bool big) {
       }
     }
     braid::barrier();
-  }, {.timeout_s = 280});
+  }, {.timeout_s = 280, .env = {}});
   INFO("world " << n << ": " << describe(res));
   REQUIRE(all_ok(res));
 }

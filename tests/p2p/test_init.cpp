@@ -224,7 +224,7 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
         braid::init_process_group({.timeout = std::chrono::milliseconds(1500)});
       }, ErrorCode::Timeout, "ready");
     }
-  }, {.timeout_s = 30});
+  }, {.timeout_s = 30, .env = {}});
   INFO(describe(res3));
   REQUIRE(all_ok(res3));
 }

@@ -1,0 +1,97 @@
+// Bad arguments to collectives get clear errors on every rank, not a hang;
+// a correct collective still works afterwards.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "mp/harness.hpp"
+
+using namespace braid_test;
+using braid::ErrorCode;
+using braid::ReduceOp;
+
+TEST_CASE("bad collective arguments fail on every rank with a clear message", "[collectives][errors]") {
+  auto res = run_ranks(3, [](int rank, int world) {
+    init_env();
+    std::vector<float> a(6, 1.0f), b(6), big(18);
+    std::vector<int> ia(6, 1);
+    auto t = braid::tensor(a);
+    expect_error([&] { braid::broadcast(t, 3); }, ErrorCode::InvalidArgument, "src = 3 is not a rank of the group");
+    expect_error([&] { braid::reduce(t, -1); }, ErrorCode::InvalidArgument, "dst = -1");
+    std::vector<braid::Tensor> two{braid::tensor(b), braid::tensor(b)};
+    expect_error([&] { braid::all_gather(two, t); }, ErrorCode::InvalidArgument, "outputs has 2 tensors: expected 3");
+    expect_error([&] { braid::all_reduce(t, braid::tensor(b.data(), 5)); }, ErrorCode::InvalidArgument,
+                 "output has 5 elements: expected 6");
+    expect_error([&] { braid::all_gather_into_tensor(braid::tensor(b), t); }, ErrorCode::InvalidArgument,
+                 "expected 18 (group size x input)");
+    expect_error([&] { braid::reduce_scatter_tensor(t, braid::tensor(b)); }, ErrorCode::InvalidArgument,
+                 "input has 6 elements: expected 18");
+    expect_error([&] { braid::all_reduce(t, ReduceOp::BAnd); }, ErrorCode::InvalidArgument, "bitwise");
+    expect_error([&] { braid::all_reduce(braid::tensor(ia), ReduceOp::Avg); }, ErrorCode::InvalidArgument, "int32");
+    expect_error([&] { braid::all_reduce(t, braid::tensor(ia)); }, ErrorCode::InvalidArgument,
+                 "expected the same dtype");
+    expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, {.algorithm = "warp_drive"}); },
+                 ErrorCode::InvalidArgument, "ring");
+    expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, {.algorithm = "bruck"}); },
+                 ErrorCode::InvalidArgument, "bruck");
+    expect_error([&] { braid::all_to_all_single(braid::tensor(b.data(), 5), braid::tensor(a.data(), 5)); },
+                 ErrorCode::InvalidArgument, "do not split evenly");
+    expect_error([&] { braid::all_to_all_single(braid::tensor(b), t, {1, 2}, {2, 2, 2}); },
+                 ErrorCode::InvalidArgument, "output_splits has 2 entries: expected 3");
+    std::vector<braid::Tensor> outs{braid::tensor(b), braid::tensor(b), braid::tensor(b)};
+    if (rank != 0)
+      expect_error([&] { braid::gather(t, &outs, 0); }, ErrorCode::InvalidArgument, "must be null");
+    else
+      expect_error([&] { braid::gather(t, nullptr, 0); }, ErrorCode::InvalidArgument, "must pass a list of 3");
+    // Everyone is still in step: a correct collective works.
+    braid::all_reduce(t);
+    for (float x : a) RANK_CHECK(x == static_cast<float>(world));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("ranks that disagree on counts get errors, not a hang", "[collectives][errors]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    std::vector<float> v(rank == 0 ? 1000 : 2000, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    bool failed = false;
+    try {
+      braid::all_reduce(braid::tensor(v), ReduceOp::Sum, {.timeout = std::chrono::seconds(5), .algorithm = "ring"});
+    } catch (const braid::Error& e) {
+      failed = true;
+      std::fprintf(stderr, "[rank %d] as expected: %s\n", rank, e.what());
+    }
+    RANK_CHECK(failed);
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught at group creation", "[collectives][errors]") {
+  auto res = run_ranks(2, [](int, int) {
+    ::setenv("BRAID_ALGO", "allreduce:teleport", 1);
+    auto e = expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "teleport");
+    RANK_CHECK(std::string(e.what()).find("ring") != std::string::npos);  // lists the valid names
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+
+  auto res2 = run_ranks(2, [](int rank, int) {
+    ::setenv("BRAID_ALGO", rank == 0 ? "allreduce:ring" : "allreduce:tree", 1);
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 defines the group first
+      expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "does not match across ranks");
+    } else {
+      // Rank 0 then waits for a partner that never completes init: a timeout.
+      expect_error([&] { braid::init_process_group({.timeout = std::chrono::seconds(3)}); },
+                   ErrorCode::Timeout, "ready");
+    }
+  }, {.timeout_s = 30, .env = {}});
+  INFO(describe(res2));
+  REQUIRE(all_ok(res2));
+}

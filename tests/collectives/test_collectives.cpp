@@ -262,27 +262,31 @@ void run_matrix(Ctx& c, bool big) {
     for (auto count : counts)
       for (int root : roots) {
         ++c.salt;
-        case_broadcast(c, algo, kDTypes[static_cast<std::size_t>(k++) % 8], count, root, (k % 3) == 0);
+        const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
+        case_broadcast(c, algo, dt, count, root, (k % 3) == 0);
         ++c.cases;
       }
   for (const auto& algo : algos_for(plan::Collective::AllGather))
     for (auto count : counts) {
       ++c.salt;
-      case_allgather(c, algo, kDTypes[static_cast<std::size_t>(k++) % 8], count, (k % 3) == 0, (k % 2) == 0);
+      const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
+      case_allgather(c, algo, dt, count, (k % 3) == 0, (k % 2) == 0);
       ++c.cases;
     }
   for (const auto& algo : algos_for(plan::Collective::Gather))
     for (auto count : counts)
       for (int root : roots) {
         ++c.salt;
-        case_gather_scatter(c, algo, kDTypes[static_cast<std::size_t>(k++) % 8], count, root, (k % 3) == 0, true);
+        const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
+        case_gather_scatter(c, algo, dt, count, root, (k % 3) == 0, true);
         ++c.cases;
       }
   for (const auto& algo : algos_for(plan::Collective::Scatter))
     for (auto count : counts)
       for (int root : roots) {
         ++c.salt;
-        case_gather_scatter(c, algo, kDTypes[static_cast<std::size_t>(k++) % 8], count, root, (k % 3) == 0, false);
+        const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
+        case_gather_scatter(c, algo, dt, count, root, (k % 3) == 0, false);
         ++c.cases;
       }
   for (const auto& algo : algos_for(plan::Collective::ReduceScatter))
@@ -300,7 +304,8 @@ void run_matrix(Ctx& c, bool big) {
       for (bool uneven : {false, true}) {
         if (uneven && !algo.empty() && algo == "bruck") continue;  // even splits only
         ++c.salt;
-        case_alltoall(c, algo, kDTypes[static_cast<std::size_t>(k++) % 8], count, (k % 3) == 0, uneven);
+        const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
+        case_alltoall(c, algo, dt, count, (k % 3) == 0, uneven);
         ++c.cases;
       }
   braid::barrier(c.opts("", false));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 
 #include "core/request.hpp"
@@ -43,6 +44,10 @@ class Transport {
   virtual void drop_peer(int peer) = 0;
   // Says goodbye to every peer and closes (destroy_process_group).
   virtual void shutdown() = 0;
+  // Fails every request this transport holds (job abort).
+  virtual void fail_all(const std::exception_ptr& e) = 0;
+  // Frees what was retired; called when no progress round is in flight.
+  virtual void reap() {}
 };
 
 }  // namespace braid

@@ -321,6 +321,16 @@ Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp o
   c.count = output.count;
   c.buffers.input = input.data;
   c.buffers.output = output.data;
+  // In place (output is this rank's block of input, as NCCL allows): plans
+  // read Input while writing Output, so the result goes to a private buffer.
+  const auto* in_b = static_cast<const char*>(input.data);
+  const auto* out_b = static_cast<const char*>(output.data);
+  if (output.count > 0 && out_b < in_b + input.nbytes() && in_b < out_b + output.nbytes()) {
+    auto b = alloc(output.nbytes());
+    c.keep.push_back(b);
+    c.buffers.output = b->data();
+    c.after = [=] { copy_bytes(output.data, b->data(), output.nbytes()); };
+  }
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
 }

@@ -11,6 +11,7 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
+#include "shm/shm_transport.hpp"
 #include "tcp/tcp_transport.hpp"
 
 namespace braid {
@@ -23,6 +24,10 @@ constexpr int kSpinRounds = 16;
 constexpr int kSliceMs = 100;
 // How often a long wait asks the store whether the job was aborted.
 constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
+// Spinning on shared-memory rings costs no system call; epoll_wait(0) does,
+// so spinning rounds look at the sockets only every few rounds.
+constexpr int kFdPollEvery = 8;
+constexpr int kShmSpinRounds = 2000;
 
 const char* kind_name(const Request& r) { return r.kind == Request::Kind::Send ? "send to" : "receive from"; }
 
@@ -40,8 +45,30 @@ Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // the wake-up eventfd
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
-  tcp_ = std::make_unique<TcpTransport>(*this, cfg_);
-  store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_->address()));
+  route_.assign(static_cast<std::size_t>(cfg_.world_size), nullptr);
+  awaited_.assign(static_cast<std::size_t>(cfg_.world_size), 0);
+  last_watchdog_ = Clock::now();
+  if (cfg_.backend != "tcp") shm_ = std::make_unique<ShmTransport>(*this, cfg_);
+  if (cfg_.backend != "shm") tcp_ = std::make_unique<TcpTransport>(*this, cfg_);
+  host_id_ = ShmTransport::host_identity();
+  store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_ ? tcp_->address() : std::string()));
+  store_->set(fmt::format("host/{}", cfg_.rank),
+              store::to_bytes(host_id_ + "|" + (shm_ ? shm_->address() : fmt::format("{} -1 -1", ::getpid()))));
+}
+
+Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
+  const auto v = store::to_string(store_->get(fmt::format("host/{}", peer), timeout));
+  const auto bar = v.find('|');
+  HostRecord h;
+  h.host = v.substr(0, bar);
+  h.shm_address = bar == std::string::npos ? "" : v.substr(bar + 1);
+  h.pid = std::atoi(h.shm_address.c_str());
+  return h;
+}
+
+void Engine::all_transports(const std::function<void(Transport&)>& f) {
+  if (tcp_) f(*tcp_);
+  if (shm_) f(*shm_);
 }
 
 Engine::~Engine() {
@@ -77,13 +104,17 @@ void Engine::kick() {
 
 void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   // Nobody is inside epoll_wait now, so closed connections can be freed.
-  tcp_->reap();
+  all_transports([](Transport& t) { t.reap(); });
+  if (shm_ && shm_->poll()) timeout_ms = 0;
+  const bool sleeping = timeout_ms != 0 && shm_ && shm_->prepare_sleep();
+  if (timeout_ms != 0 && shm_ && !sleeping) timeout_ms = 0;
   token_ = true;
   lk.unlock();
   epoll_event evs[64];
   int n = ::epoll_wait(epoll_.get(), evs, 64, timeout_ms);
   lk.lock();
   token_ = false;
+  if (sleeping) shm_->after_sleep();
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.ptr == nullptr) {
       std::uint64_t v;
@@ -92,7 +123,22 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
     }
     static_cast<EventSource*>(evs[i].data.ptr)->on_events(evs[i].events);
   }
+  if (shm_) shm_->poll();
   cv_.notify_all();
+}
+
+void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round) {
+  // A spin: shared memory only, sockets every few rounds.
+  if (shm_ && round % kFdPollEvery != 0) {
+    if (!shm_->poll()) {
+      lk.unlock();
+      __builtin_ia32_pause();
+      lk.lock();
+    }
+    cv_.notify_all();
+    return;
+  }
+  progress_round(lk, 0);
 }
 
 // --- completion and failure -------------------------------------------------
@@ -119,7 +165,7 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
     if (u->kind == Unexpected::Kind::Local && u->local_send) complete(*u->local_send, e);
   }
   matcher_.unexpected().clear();
-  tcp_->fail_all(e);
+  all_transports([&](Transport& t) { t.fail_all(e); });
   // Anything still counted as async (e.g. a receive whose payload was being
   // copied) is failed too, so no Work waits forever.
   auto pending = async_reqs_;
@@ -134,8 +180,9 @@ void Engine::abort_locked(int peer, const std::string& reason, bool publish) {
   BRAID_WARN("{}", msg);
   abort_error_ = std::make_exception_ptr(Error(ErrorCode::PeerFailure, msg, peer));
   publish_abort_ = publish;
-  if (peer >= 0 && peer != cfg_.rank) tcp_->drop_peer(peer);
+  // Fail first: dropping the peer's connections forgets what they held.
   fail_all_locked(abort_error_);
+  if (peer >= 0 && peer != cfg_.rank) all_transports([&](Transport& t) { t.drop_peer(peer); });
   cv_.notify_all();
   if (token_) kick();
 }
@@ -155,23 +202,55 @@ void Engine::peer_left(int peer) {
   cv_.notify_all();
 }
 
-[[noreturn]] void Engine::throw_aborted() const { std::rethrow_exception(abort_error_); }
-
-void Engine::rethrow(Request& r) {
-  if (r.error) std::rethrow_exception(r.error);
+[[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {
+  // Publish (and so learn the root cause) before anyone sees the error.
+  publish_abort(lk);
+  std::rethrow_exception(abort_error_);
 }
 
 // --- posting ----------------------------------------------------------------
 
+bool Engine::routed(int peer) const {
+  Transport* t = route_[static_cast<std::size_t>(peer)];
+  return t && t->connected(peer);
+}
+
 void Engine::ensure_connected(int peer, Deadline deadline) {
   std::lock_guard g(connect_mu_);
   {
-    std::lock_guard lk(mu_);
-    if (abort_error_) throw_aborted();
-    if (tcp_->connected(peer)) return;
+    std::unique_lock lk(mu_);
+    if (abort_error_) throw_aborted(lk);
+    if (routed(peer)) return;
   }
   // Store and socket I/O happen outside the engine mutex: other threads keep
-  // making progress while this one dials.
+  // making progress while this one dials or maps.
+  const HostRecord h = host_record(peer, Millis(deadline.poll_ms()));
+  const bool same_host = h.host == host_id_;
+  if (shm_ && same_host) {
+    std::string why;
+    if (auto a = shm_->attach(peer, h.shm_address, &why)) {
+      std::unique_lock lk(mu_);
+      if (abort_error_) throw_aborted(lk);
+      shm_->adopt(peer, std::move(a));
+      route_[static_cast<std::size_t>(peer)] = shm_.get();
+      BRAID_INFO("rank {}: shared memory", peer);
+      return;
+    }
+    if (ShmTransport::process_gone(h.pid)) {
+      std::unique_lock lk(mu_);
+      abort_locked(peer, "its process is gone (exited or killed)", true);
+      publish_abort(lk);
+      throw_aborted(lk);
+    }
+    if (!tcp_)
+      throw Error(ErrorCode::Transport,
+                  fmt::format("backend 'shm': cannot reach rank {} through shared memory: {}", peer, why), peer);
+    BRAID_WARN("rank {}: shared memory unavailable ({}); using TCP", peer, why);
+  }
+  if (!tcp_)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("backend 'shm' needs every rank on one host, but rank {} is on another ({} vs {})",
+                            peer, h.host, host_id_), peer);
   const std::string addr =
       store::to_string(store_->get(fmt::format("addr/{}", peer), Millis(deadline.poll_ms())));
   Fd fd = tcp_->dial(peer, addr, deadline);
@@ -181,14 +260,16 @@ void Engine::ensure_connected(int peer, Deadline deadline) {
     if (err == ECONNREFUSED || err == ECONNRESET) {
       abort_locked(peer, fmt::format("its listener at {} refused the connection (the process "
                                      "exited or was killed)", addr), true);
-      throw_aborted();
+      publish_abort(lk);  // learns the root cause if another rank published first
+      throw_aborted(lk);
     }
     throw Error(ErrorCode::Timeout,
                 fmt::format("could not connect to rank {} at {}: {}", peer, addr, errno_text(err)), peer);
   }
-  std::lock_guard lk(mu_);
-  if (abort_error_) throw_aborted();
+  std::unique_lock lk(mu_);
+  if (abort_error_) throw_aborted(lk);
   tcp_->adopt_dialed(peer, std::move(fd));
+  route_[static_cast<std::size_t>(peer)] = tcp_.get();
 }
 
 void Engine::post_send(Request& r, Deadline deadline) {
@@ -197,7 +278,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
   if (r.peer == cfg_.rank) {
     // A send to oneself never touches a transport: match it directly.
     std::unique_lock lk(mu_);
-    if (abort_error_) throw_aborted();
+    if (abort_error_) throw_aborted(lk);
     if (r.is_async) {
       async_reqs_.push_back(&r);
       async_deadlines_.push_back(deadline);
@@ -226,34 +307,34 @@ void Engine::post_send(Request& r, Deadline deadline) {
     return;
   }
   {
-    std::lock_guard lk(mu_);
-    if (abort_error_) throw_aborted();
+    std::unique_lock lk(mu_);
+    if (abort_error_) throw_aborted(lk);
     if (left_[static_cast<std::size_t>(r.peer)])
       throw Error(ErrorCode::PeerFailure,
                   fmt::format("cannot send to rank {}: it left the job (destroy_process_group)", r.peer),
                   r.peer);
   }
-  if (!tcp_->connected(r.peer)) ensure_connected(r.peer, deadline);
+  if (!routed(r.peer)) ensure_connected(r.peer, deadline);
   std::unique_lock lk(mu_);
-  if (abort_error_) throw_aborted();
+  if (abort_error_) throw_aborted(lk);
   if (r.is_async) {
     async_reqs_.push_back(&r);
     async_deadlines_.push_back(deadline);
     cv_.notify_all();
   }
-  if (!tcp_->connected(r.peer)) {  // dropped between dial and now
+  if (!routed(r.peer)) {  // dropped between dial and now
     complete(r, std::make_exception_ptr(Error(
         ErrorCode::PeerFailure, fmt::format("connection to rank {} was lost", r.peer), r.peer)));
     return;
   }
-  tcp_->send(r);
+  route_[static_cast<std::size_t>(r.peer)]->send(r);
   if (token_ && !r.done.load(std::memory_order_relaxed)) kick();
 }
 
 void Engine::post_recv(Request& r) {
   r.kind = Request::Kind::Recv;
   std::unique_lock lk(mu_);
-  if (abort_error_) throw_aborted();
+  if (abort_error_) throw_aborted(lk);
   auto u = matcher_.take_unexpected(r);
   // A departed peer's messages that already arrived can still be received.
   if (!u && r.peer >= 0 && r.peer != cfg_.rank && left_[static_cast<std::size_t>(r.peer)])
@@ -331,7 +412,11 @@ void Engine::cancel_locked(Request& r, std::exception_ptr e) {
         break;
       }
   } else {
-    clean = tcp_->cancel(r);
+    if (r.kind == Request::Kind::Recv) {
+      all_transports([&](Transport& t) { t.cancel(r); });
+    } else if (Transport* t = route_[static_cast<std::size_t>(r.peer)]) {
+      clean = t->cancel(r);
+    }
   }
   complete(r, e);
   if (!clean) {
@@ -341,30 +426,43 @@ void Engine::cancel_locked(Request& r, std::exception_ptr e) {
   }
 }
 
-void Engine::watchdog(std::unique_lock<std::mutex>& lk, int peer_hint) {
+void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
   last_watchdog_ = Clock::now();
   if (publish_abort_) {
     publish_abort(lk);
     return;
   }
-  const bool probe = peer_hint >= 0 && peer_hint != cfg_.rank && !tcp_->has_incoming(peer_hint) &&
-                     !left_[static_cast<std::size_t>(peer_hint)];
+  // Peers someone here waits on, that we would not otherwise see die: no
+  // socket from them, no pidfd on them.
+  std::vector<int> probe;
+  for (int p = 0; p < cfg_.world_size; ++p)
+    if (awaited_[static_cast<std::size_t>(p)] > 0 && p != cfg_.rank && !left_[static_cast<std::size_t>(p)] &&
+        !(tcp_ && tcp_->has_incoming(p)) && !(shm_ && shm_->watching(p)))
+      probe.push_back(p);
   // The token is ours, so nobody else polls while the mutex is released.
   token_ = true;
   lk.unlock();
   std::optional<store::Bytes> seen;
   std::string store_error;
-  bool probe_refused = false;
+  int dead = -1;
   try {
     seen = store_->try_get("abort");
-    if (probe && !seen) {
-      // The peer may have died before ever connecting to us: its listener
-      // refusing a connection is proof of death.
-      auto addr = store::to_string(store_->get(fmt::format("addr/{}", peer_hint), Millis(1000)));
-      const auto colon = addr.rfind(':');
-      Fd fd = net::connect_once(net::resolve(addr.substr(0, colon), std::atoi(addr.c_str() + colon + 1)),
-                                Deadline::after(Millis(200)));
-      probe_refused = !fd.valid() && (errno == ECONNREFUSED);
+    for (std::size_t i = 0; i < probe.size() && i < 8 && !seen && dead < 0; ++i) {
+      // The peer may have died before ever talking to us. On this host its
+      // pid tells; elsewhere, its listener refusing a connection does.
+      const int p = probe[i];
+      const HostRecord h = host_record(p, Millis(1000));
+      if (h.host == host_id_ && h.pid > 0) {
+        if (ShmTransport::process_gone(h.pid)) dead = p;
+      } else {
+        auto addr = store::to_string(store_->get(fmt::format("addr/{}", p), Millis(1000)));
+        const auto colon = addr.rfind(':');
+        if (colon != std::string::npos) {
+          Fd fd = net::connect_once(net::resolve(addr.substr(0, colon), std::atoi(addr.c_str() + colon + 1)),
+                                    Deadline::after(Millis(200)));
+          if (!fd.valid() && errno == ECONNREFUSED) dead = p;
+        }
+      }
     }
   } catch (const Error& e) {
     if (e.code() == ErrorCode::Store) store_error = e.what();
@@ -374,11 +472,10 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk, int peer_hint) {
   if (!store_error.empty()) {
     abort_locked(0, fmt::format("the store became unreachable ({}); rank 0 hosts it", store_error), false);
   } else if (seen) {
-    const std::string s = store::to_string(*seen);
-    const int peer = std::atoi(s.c_str());
-    abort_locked(peer, "reported by another rank", false);
-  } else if (probe_refused) {
-    abort_locked(peer_hint, "its listener refused a connection (the process exited or was killed)", true);
+    const std::string v = store::to_string(*seen);
+    abort_locked(std::atoi(v.c_str()), "reported by another rank", false);
+  } else if (dead >= 0) {
+    abort_locked(dead, "its process is gone (exited or killed)", true);
   }
   cv_.notify_all();
 }
@@ -387,17 +484,21 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk, int peer_hint) {
 bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,
                          Deadline deadline, int peer_hint) {
   int spins = 0;
-  const auto start = Clock::now();
+  // Registered as awaited, so whichever thread runs the watchdog probes it.
+  Awaiting awaiting(*this, peer_hint);
+  // With shared memory a spin is a few loads, so spin longer before sleeping.
+  const int spin_limit = shm_ ? kShmSpinRounds : kSpinRounds;
   while (!done()) {
     if (deadline.expired()) return false;
     if (!token_) {
-      const int ms = spins < kSpinRounds ? 0 : deadline.poll_ms(kSliceMs);
+      if (spins < spin_limit) {
+        spin_round(lk, spins++);
+        continue;
+      }
       ++spins;
-      progress_round(lk, ms);
+      progress_round(lk, deadline.poll_ms(kSliceMs));
       expire_async_locked();
-      if (publish_abort_ ||
-          (Clock::now() - start > kWatchdogPeriod && Clock::now() - last_watchdog_ > kWatchdogPeriod))
-        watchdog(lk, peer_hint);
+      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
     } else {
       cv_.wait_for(lk, Millis(std::min(deadline.poll_ms(kSliceMs), kSliceMs) + 1));
     }
@@ -406,16 +507,47 @@ bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<b
 }
 
 void Engine::publish_abort(std::unique_lock<std::mutex>& lk) {
+  // One thread publishes; others wait for its answer, which may change the
+  // error they are about to throw.
+  cv_.wait(lk, [&] { return !publishing_; });
   if (!publish_abort_) return;
   publish_abort_ = false;
+  publishing_ = true;
   const std::string value = fmt::format("{}\n", abort_peer_);
   lk.unlock();
+  std::string first;
   try {
-    store_->compare_set("abort", {}, store::to_bytes(value));
+    first = store::to_string(store_->compare_set("abort", {}, store::to_bytes(value)));
   } catch (const Error& e) {
     BRAID_WARN("could not publish the abort in the store: {}", e.what());
   }
   lk.lock();
+  publishing_ = false;
+  cv_.notify_all();
+  BRAID_INFO("published abort '{}'; the store holds '{}'", value.substr(0, value.size() - 1),
+             first.substr(0, first.find('\n')));
+  // Another rank published first: its rank is the root cause (the one we saw
+  // may only have exited after it). Errors not yet thrown name the root.
+  const int root = first.empty() ? -1 : std::atoi(first.c_str());
+  if (!first.empty() && first != value && root >= 0 && root != abort_peer_) {
+    const int seen = abort_peer_;
+    superseded_ = abort_error_;
+    abort_peer_ = root;
+    abort_error_ = std::make_exception_ptr(Error(
+        ErrorCode::PeerFailure,
+        fmt::format("job aborted: rank {} failed (reported by another rank; rank {} then disconnected from this one)",
+                    root, seen),
+        root));
+  }
+}
+
+std::exception_ptr Engine::translate(std::exception_ptr e) {
+  std::lock_guard lk(mu_);
+  return e && e == superseded_ ? abort_error_ : e;
+}
+
+void Engine::rethrow(Request& r) {
+  if (r.error) std::rethrow_exception(translate(r.error));
 }
 
 void Engine::release_graveyard(std::unique_lock<std::mutex>& lk) {
@@ -444,6 +576,12 @@ void Engine::wait(Request& r, Deadline deadline) {
 
 bool Engine::wait_any(Request* const* reqs, std::size_t n, Deadline deadline, int peer_hint) {
   std::unique_lock lk(mu_);
+  std::vector<Awaiting> awaiting;
+  if (peer_hint < 0 && n > 1 && n <= 64) {
+    awaiting.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      if (!reqs[i]->done.load(std::memory_order_relaxed)) awaiting.emplace_back(*this, reqs[i]->peer);
+  }
   auto any = [&] {
     for (std::size_t i = 0; i < n; ++i)
       if (reqs[i]->done.load(std::memory_order_acquire)) return true;
@@ -499,7 +637,7 @@ void Engine::async_loop() {
     if (!token_) {
       progress_round(lk, kSliceMs);
       expire_async_locked();
-      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk, -1);
+      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
       release_graveyard(lk);
     } else {
       cv_.wait_for(lk, Millis(kSliceMs));
@@ -519,8 +657,10 @@ void Engine::shutdown() {
   std::unique_lock lk(mu_);
   // Publish a pending abort so that others learn of it even if we exit now.
   publish_abort(lk);
-  tcp_->shutdown();
-  tcp_->reap();
+  all_transports([](Transport& t) {
+    t.shutdown();
+    t.reap();
+  });
   release_graveyard(lk);
 }
 

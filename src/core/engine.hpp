@@ -41,6 +41,7 @@ namespace braid {
 
 class Transport;
 class TcpTransport;
+class ShmTransport;
 class EventSource;
 
 struct EngineConfig {
@@ -49,6 +50,7 @@ struct EngineConfig {
   std::uint64_t job_id = 0;
   Millis timeout{300000};
   std::string store_host;  // to choose the address to advertise
+  std::string backend = "auto";  // "auto", "tcp" or "shm"
 };
 
 class Engine {
@@ -82,7 +84,10 @@ class Engine {
   // One non-blocking progress pass; true if r is complete.
   bool test(Request& r);
   // Rethrows r's error, if any (after completion).
-  static void rethrow(Request& r);
+  void rethrow(Request& r);
+  // An op's error as it should be reported (an abort may have been traced
+  // to another root cause since).
+  std::exception_ptr translate(std::exception_ptr e);
 
   // --- called by transports with the mutex held -----------------------------
   Matcher& matcher() { return matcher_; }
@@ -100,6 +105,7 @@ class Engine {
   // True once the job is known to be aborted; the error names the dead rank.
   bool aborted() const { return abort_error_ != nullptr; }
   int abort_peer() const { return abort_peer_; }
+  const std::exception_ptr& abort_error() const { return abort_error_; }
 
  private:
   struct WaitTarget;
@@ -108,15 +114,32 @@ class Engine {
                    Deadline deadline, int peer_hint);
   void release_graveyard(std::unique_lock<std::mutex>& lk);  // also publishes an abort
   void publish_abort(std::unique_lock<std::mutex>& lk);
-  void watchdog(std::unique_lock<std::mutex>& lk, int peer_hint);
+  void watchdog(std::unique_lock<std::mutex>& lk);
+  // Marks a peer as waited on for its lifetime (the mutex must be held at
+  // construction and destruction).
+  struct Awaiting {
+    Awaiting(Engine& e, int peer) : e_(&e), peer_(peer) {
+      if (peer_ >= 0) e_->awaited_[static_cast<std::size_t>(peer_)]++;
+    }
+    Awaiting(Awaiting&& o) noexcept : e_(o.e_), peer_(o.peer_) { o.peer_ = -1; }
+    Awaiting(const Awaiting&) = delete;
+    ~Awaiting() {
+      if (peer_ >= 0) e_->awaited_[static_cast<std::size_t>(peer_)]--;
+    }
+    Engine* e_;
+    int peer_;
+  };
+  std::vector<int> awaited_;  // waiters per peer
   void abort_locked(int peer, const std::string& reason, bool publish);
   void fail_all_locked(const std::exception_ptr& e);
   void ensure_connected(int peer, Deadline deadline);
+  bool routed(int peer) const;
+  void spin_round(std::unique_lock<std::mutex>& lk, int round);
   void kick();
   void async_loop();
   void expire_async_locked();
   void cancel_locked(Request& r, std::exception_ptr e);
-  [[noreturn]] void throw_aborted() const;
+  [[noreturn]] void throw_aborted(std::unique_lock<std::mutex>& lk);
 
   EngineConfig cfg_;
   std::shared_ptr<store::Store> store_;
@@ -128,13 +151,25 @@ class Engine {
   Fd wake_;  // eventfd: wakes the token holder out of epoll_wait
 
   Matcher matcher_;
-  std::unique_ptr<TcpTransport> tcp_;
-  std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
+  std::unique_ptr<TcpTransport> tcp_;  // null when backend = "shm"
+  std::unique_ptr<ShmTransport> shm_;  // null when backend = "tcp"
+  std::vector<Transport*> route_;      // per peer, decided on the first send
+  std::string host_id_;
+  // The peer's published "host/<rank>" record: host identity and shm address.
+  struct HostRecord {
+    std::string host;
+    std::string shm_address;
+    int pid = 0;
+  };
+  HostRecord host_record(int peer, Millis timeout);
+  void all_transports(const std::function<void(Transport&)>& f);  std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
 
   // Abort state: the first failure wins and every later op reports it.
   std::exception_ptr abort_error_;
+  std::exception_ptr superseded_;  // an abort replaced by its root cause
   int abort_peer_ = -1;
   bool publish_abort_ = false;
+  bool publishing_ = false;  // a thread is writing the abort to the store
   std::vector<char> left_;  // peers that said goodbye
 
   // Async ops: counted so the background thread sleeps when idle.

@@ -126,7 +126,7 @@ struct Runner {
   void complete(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
     Request& r = reqs[static_cast<std::size_t>(i)];
-    Engine::rethrow(r);
+    e.rethrow(r);
     if (s.kind != plan::StepKind::Send && r.received != r.bytes)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must "

@@ -76,11 +76,20 @@ std::uint64_t random_u64() {
   return v | 1;  // never 0
 }
 
+// Hosts the store on host:port, or returns null when the port is taken (a
+// standalone braid-store, or a previous job's store that is still closing):
+// the client then finds out which when it connects.
+std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int port) {
+  auto s = store::TcpStoreServer::try_create(host, port);
+  if (!s) BRAID_INFO("port {} is taken: using the store already serving it", port);
+  return s;
+}
+
 void validate_backend(const std::string& b) {
-  if (b == "auto" || b == "tcp") return;
-  if (b == "shm" || b == "verbs" || b == "cuda")
+  if (b == "auto" || b == "tcp" || b == "shm") return;
+  if (b == "verbs" || b == "cuda")
     fail(ErrorCode::NotSupported,
-         "backend '{}' is not available in this version of Braid: expected 'auto' or 'tcp'", b);
+         "backend '{}' is not available in this version of Braid: expected 'auto', 'tcp' or 'shm'", b);
   fail(ErrorCode::InvalidArgument,
        "unknown backend '{}': expected one of 'auto', 'tcp', 'shm', 'verbs', 'cuda'", b);
 }
@@ -93,6 +102,7 @@ void init_process_group(const InitOptions& o) {
     fail(ErrorCode::InvalidState,
          "init_process_group was called twice: call destroy_process_group() first");
   validate_backend(o.backend);
+  algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
   if (o.timeout.count() <= 0)
     fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", o.timeout.count());
   if (o.rank < -1 || o.world_size < -1 || o.world_size == 0)
@@ -101,7 +111,7 @@ void init_process_group(const InitOptions& o) {
          o.rank, o.world_size);
 
   auto c = std::make_unique<Context>();
-  c->backend = o.backend == "auto" ? "tcp" : o.backend;
+  c->backend = o.backend;
   c->init_method = o.init_method.empty() ? "env://" : o.init_method;
   c->timeout = o.timeout;
   int rank = o.rank, world = o.world_size;
@@ -124,7 +134,8 @@ void init_process_group(const InitOptions& o) {
            "SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE) or pass InitOptions::world_size");
     const int p = parse_int(*port, "MASTER_PORT", 1, 65535);
     store_host = *addr;
-    if (rank == 0) c->server = std::make_unique<store::TcpStoreServer>("", p);
+    // Rank 0 hosts the store unless one already serves the port (braid-store).
+    if (rank == 0) c->server = host_store("", p);
     base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
   } else if (m.rfind("tcp://", 0) == 0) {
     const Endpoint ep = parse_host_port(m.substr(6), m);
@@ -135,7 +146,7 @@ void init_process_group(const InitOptions& o) {
     store_host = ep.host;
     auto_rank = rank < 0;
     if (rank == 0) {
-      c->server = std::make_unique<store::TcpStoreServer>(ep.host, ep.port);
+      c->server = host_store(ep.host, ep.port);
     } else if (auto_rank) {
       // Whoever binds the port first hosts the store; everyone else finds it taken.
       c->server = store::TcpStoreServer::try_create(ep.host, ep.port);
@@ -189,11 +200,10 @@ void init_process_group(const InitOptions& o) {
     job_id = id;
   }
 
-  algo_overrides();  // a bad BRAID_ALGO fails here, listing the valid names
   c->rank = rank;
   c->world_size = world;
   c->store = st;
-  EngineConfig ec{rank, world, job_id, o.timeout, store_host};
+  EngineConfig ec{rank, world, job_id, o.timeout, store_host, o.backend};
   c->engine = std::make_unique<Engine>(ec, st);
 
   std::vector<int> all(static_cast<std::size_t>(world));

@@ -37,6 +37,7 @@ struct Unexpected {
   Transport* transport = nullptr;  // Rendezvous
   Connection* conn = nullptr;      // Rendezvous: where the announcement came from
   std::uint64_t send_token = 0;    // Rendezvous
+  std::uint64_t remote_addr = 0;   // Rendezvous over shared memory: the sender's buffer
   Request* local_send = nullptr;   // Local
 };
 

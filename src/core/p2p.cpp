@@ -29,7 +29,7 @@ struct P2PWork final : detail::WorkState {
     return true;
   }
   bool test() override { return engine->test(req); }
-  std::exception_ptr error() override { return req.error; }
+  std::exception_ptr error() override { return engine->translate(req.error); }
   int source() override { return req.source; }
   Request* req_ptr = &req;
 };

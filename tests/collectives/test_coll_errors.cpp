@@ -88,7 +88,7 @@ TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught a
       expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "does not match across ranks");
     } else {
       // Rank 0 then waits for a partner that never completes init: a timeout.
-      expect_error([&] { braid::init_process_group({.timeout = std::chrono::seconds(3)}); },
+      expect_error([&] { braid::init_process_group({.backend = test_backend(), .timeout = std::chrono::seconds(3)}); },
                    ErrorCode::Timeout, "ready");
     }
   }, {.timeout_s = 30, .env = {}});

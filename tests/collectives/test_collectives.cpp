@@ -197,12 +197,17 @@ void case_reduce_scatter(Ctx& c, const std::string& algo, DType dt, ReduceOp op,
     std::vector<Tensor> ts;
     for (auto& b : ins) ts.push_back(b.t());
     w = braid::reduce_scatter(out.t(), ts, op, c.opts(algo, async));
-  } else {
+  } else if (c.salt % 2) {
     w = braid::reduce_scatter_tensor(out.t(), in.t(), op, c.opts(algo, async));
+  } else {
+    // In place: the output is this rank's block of the input (NCCL's form).
+    w = braid::reduce_scatter_tensor(in.t(c.me * count, count), in.t(), op, c.opts(algo, async));
   }
   wait(w);
+  const Buf& res = (list || c.salt % 2) ? out : in;
+  const std::int64_t base = (list || c.salt % 2) ? 0 : c.me * count;
   for (std::int64_t i = 0; i < count; ++i)
-    expect_eq(dt, out.at(i), reduce_ref(dt, op, c.members, c.me * count + i, c.salt), op, what, i);
+    expect_eq(dt, res.at(base + i), reduce_ref(dt, op, c.members, c.me * count + i, c.salt), op, what, i);
 }
 
 void case_alltoall(Ctx& c, const std::string& algo, DType dt, std::int64_t count, bool async, bool uneven) {

@@ -29,6 +29,11 @@ int free_port() {
 
 void fail_rank(const std::string& what) { throw std::runtime_error(what); }
 
+std::string test_backend() {
+  const char* b = std::getenv("BRAID_TEST_BACKEND");
+  return b && *b ? b : "auto";
+}
+
 void init_env(const std::string& backend) {
   braid::init_process_group({.backend = backend, .init_method = "env://",
                              .timeout = std::chrono::seconds(60)});

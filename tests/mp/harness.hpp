@@ -34,8 +34,11 @@ struct RunOptions {
 std::vector<RankResult> run_ranks(int n, const std::function<void(int, int)>& body,
                                   const RunOptions& opts = {});
 
+// The backend the suite runs over: BRAID_TEST_BACKEND ("tcp", "shm"), else
+// "auto". meson runs every multi-process test once per backend.
+std::string test_backend();
 // init_process_group from the environment with a 60 s default timeout.
-void init_env(const std::string& backend = "auto");
+void init_env(const std::string& backend = test_backend());
 
 // A free TCP port on 127.0.0.1 (bound then released).
 int free_port();

@@ -6,6 +6,9 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "mp/harness.hpp"
@@ -116,4 +119,57 @@ TEST_CASE("a rank that leaves cleanly is not mistaken for a crash", "[failure]")
   });
   INFO(describe(res));
   REQUIRE(all_ok(res));
+}
+
+TEST_CASE("kill -9 at any moment leaves nothing of the job in /dev/shm", "[failure][shm]") {
+  // Shared memory lives in anonymous memfds: nothing is ever named in
+  // /dev/shm. Kill ranks at several points of set-up and traffic and check.
+  auto shm_entries = [] {
+    std::set<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) names.insert(e.path().filename().string());
+    return names;
+  };
+  const auto before = shm_entries();
+  for (int when = 0; when < 4; ++when) {
+    auto res = run_ranks(3, [when](int rank, int) {
+      if (rank == 2 && when == 0) ::raise(SIGKILL);  // before init
+      if (when == 0) {
+        // The others wait for a rank that never comes: init times out.
+        // (The host times out; the other may see the host's store go first.)
+        try {
+          braid::init_process_group({.backend = test_backend(), .timeout = std::chrono::seconds(3)});
+          RANK_CHECK_MSG(false, "init succeeded without rank 2");
+        } catch (const braid::Error& e) {
+          RANK_CHECK_MSG(e.code() == braid::ErrorCode::Timeout || (rank != 0 && e.code() == braid::ErrorCode::Store), e.what());
+        }
+        return;
+      }
+      init_env();
+      if (rank == 2 && when == 1) ::raise(SIGKILL);  // right after init
+      std::vector<char> big(8u << 20, 'z');
+      if (rank == 2 && when == 2) {
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          ::raise(SIGKILL);
+        }).detach();
+      }
+      try {
+        for (int i = 0; i < 50; ++i) {
+          auto w = braid::isend(braid::tensor(big), (rank + 1) % 3);
+          braid::recv(braid::tensor(big), (rank + 2) % 3);
+          w.wait();
+          if (rank == 2 && when == 3 && i == 3) ::raise(SIGKILL);
+        }
+      } catch (const braid::Error& e) {
+        RANK_CHECK_MSG(e.peer() == 2 || std::string(e.what()).find("rank 2") != std::string::npos, e.what());
+        return;
+      }
+      RANK_CHECK_MSG(false, "rank 2 died but the traffic completed");
+    }, {.timeout_s = 90, .env = {}});
+    INFO("kill point " << when << ": " << describe(res));
+    REQUIRE((!res[2].exited && res[2].code == SIGKILL));
+    REQUIRE(res[0].ok());
+    REQUIRE(res[1].ok());
+  }
+  REQUIRE(shm_entries() == before);
 }

@@ -68,7 +68,7 @@ TEST_CASE("tcp:// with given ranks and with ranks assigned by arrival", "[init]"
   for (bool automatic : {false, true}) {
     const int port = free_port();
     auto res = run_ranks(4, [port, automatic](int rank, int world) {
-      braid::init_process_group({.init_method = "tcp://127.0.0.1:" + std::to_string(port),
+      braid::init_process_group({.backend = test_backend(), .init_method = "tcp://127.0.0.1:" + std::to_string(port),
                                  .rank = automatic ? -1 : rank, .world_size = world,
                                  .timeout = std::chrono::seconds(60)});
       if (!automatic) RANK_CHECK(braid::get_rank() == rank);
@@ -84,7 +84,7 @@ TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart",
   for (bool automatic : {false, true}) {
     const std::string path = temp_path(automatic ? "auto" : "fixed");
     auto res = run_ranks(4, [&](int rank, int world) {
-      braid::init_process_group({.init_method = "file://" + path, .rank = automatic ? -1 : rank,
+      braid::init_process_group({.backend = test_backend(), .init_method = "file://" + path, .rank = automatic ? -1 : rank,
                                  .world_size = world, .timeout = std::chrono::seconds(60)});
       check_world_talks(world);
     });
@@ -97,7 +97,7 @@ TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart",
   const std::string path = temp_path("shared");
   auto res = run_ranks(4, [&](int rank, int) {
     const std::string name = rank < 2 ? "jobA" : "jobB";
-    braid::init_process_group({.init_method = "file://" + path, .rank = rank % 2, .world_size = 2,
+    braid::init_process_group({.backend = test_backend(), .init_method = "file://" + path, .rank = rank % 2, .world_size = 2,
                                .timeout = std::chrono::seconds(60), .group_name = name});
     int v = rank, got = -1;
     const int peer = 1 - braid::get_rank();
@@ -221,7 +221,7 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
     } else {
       // Rank 0 waits in vain for the second rank: a timeout, not a hang.
       expect_error([&] {
-        braid::init_process_group({.timeout = std::chrono::milliseconds(1500)});
+        braid::init_process_group({.backend = test_backend(), .timeout = std::chrono::milliseconds(1500)});
       }, ErrorCode::Timeout, "ready");
     }
   }, {.timeout_s = 30, .env = {}});

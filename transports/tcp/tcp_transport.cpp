@@ -267,12 +267,11 @@ void TcpTransport::retire(Connection& c) {
 }
 
 void TcpTransport::connection_broken(Connection& c, const std::string& why) {
+  // The job aborts: every request, this connection's included, fails with the
+  // one abort error (which names the root cause once it is known).
   const int peer = c.peer();
-  auto e = std::make_exception_ptr(
-      Error(ErrorCode::PeerFailure, fmt::format("rank {}: {}", peer, why), peer));
-  fail_requests_of(c, e);
-  retire(c);
   e_.peer_failed(peer, why);
+  retire(c);
 }
 
 void TcpTransport::connection_closed_cleanly(Connection& c) {

@@ -50,9 +50,9 @@ class TcpTransport final : public Transport, private EventSource {
   void drop_peer(int peer) override;
   void shutdown() override;
   // Fails every request this transport holds (job abort).
-  void fail_all(const std::exception_ptr& e);
+  void fail_all(const std::exception_ptr& e) override;
   // Frees closed connections; only when no progress round is in flight.
-  void reap();
+  void reap() override;
 
   std::size_t eager_limit() const { return eager_limit_; }
 

@@ -1,0 +1,511 @@
+#include "shm_transport.hpp"
+
+#include <sys/epoll.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+
+namespace braid {
+
+namespace {
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_getfd(int pidfd, int fd) { return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
+
+std::size_t eager_limit_from_env() {
+  // Up to 16 KiB two copies through the ring beat a system call plus page
+  // pinning (process_vm_readv); above it one copy wins.
+  const char* v = std::getenv("BRAID_SHM_EAGER_LIMIT");
+  if (!v || !*v) return 16 * 1024;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v, &end, 10);
+  if (*end != '\0' || n > shm::kRingBytes / 4)
+    fail(ErrorCode::InvalidArgument, "BRAID_SHM_EAGER_LIMIT='{}' is not valid: expected a byte count up to {}",
+         v, shm::kRingBytes / 4);
+  return static_cast<std::size_t>(n);
+}
+
+class Doorbell final : public EventSource {
+ public:
+  explicit Doorbell(int fd) : fd_(fd) {}
+  void on_events(std::uint32_t) override {
+    std::uint64_t v;
+    [[maybe_unused]] auto n = ::read(fd_, &v, sizeof v);  // the engine polls the rings next
+  }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+class PeerWatch final : public EventSource {
+ public:
+  PeerWatch(ShmTransport& t, int peer) : t_(t), peer_(peer) {}
+  void on_events(std::uint32_t) override { t_.on_peer_exit(peer_); }
+
+ private:
+  ShmTransport& t_;
+  int peer_;
+};
+
+struct ShmTransport::Peer {
+  pid_t pid = 0;
+  Fd pidfd;
+  std::unique_ptr<PeerWatch> watch;
+  shm::Mapping seg;      // their segment, once we write to them
+  shm::RingWriter out;   // our ring inside it
+  Fd doorbell;           // their eventfd
+  struct Pending {
+    shm::RecordHeader h;
+    Request* r;          // Eager: completes when pushed; null for Fin
+  };
+  std::deque<Pending> pending;
+  bool bye = false;
+  bool gone = false;
+};
+
+std::string ShmTransport::host_identity() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  auto ino = [](const char* p) -> unsigned long long {
+    struct stat st{};
+    return ::stat(p, &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0ULL;
+  };
+  // pid namespace: pids must mean the same processes; net namespace: ranks
+  // in separate network namespaces are treated as separate hosts.
+  return fmt::format("{}/uid{}/pidns{}/netns{}", boot, ::getuid(), ino("/proc/self/ns/pid"),
+                     ino("/proc/self/ns/net"));
+}
+
+ShmTransport::ShmTransport(Engine& engine, const EngineConfig& cfg)
+    : e_(engine), cfg_(cfg), own_(shm::create_segment(cfg.job_id, cfg.rank, cfg.world_size, shm::kRingBytes)),
+      tails_(static_cast<std::size_t>(cfg.world_size), 0), eager_limit_(eager_limit_from_env()) {
+  doorbell_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!doorbell_.valid()) fail(ErrorCode::Transport, "eventfd failed: {}", errno_text());
+  doorbell_src_ = std::make_unique<Doorbell>(doorbell_.get());
+  e_.add_fd(doorbell_.get(), doorbell_src_.get(), EPOLLIN);
+  for (int i = 0; i < cfg.world_size; ++i) peers_.push_back(std::make_unique<Peer>());
+}
+
+ShmTransport::~ShmTransport() = default;
+
+std::string ShmTransport::address() const {
+  return fmt::format("{} {} {}", ::getpid(), own_.fd(), doorbell_.get());
+}
+
+bool ShmTransport::connected(int p) const {
+  const Peer& x = *peers_[static_cast<std::size_t>(p)];
+  return x.out.valid() && !x.gone;
+}
+
+bool ShmTransport::watching(int p) const { return peers_[static_cast<std::size_t>(p)]->watch != nullptr; }
+
+bool ShmTransport::process_gone(pid_t pid) {
+  Fd fd(pidfd_open(pid));
+  if (!fd.valid()) return errno == ESRCH;
+  // A pidfd is readable once the process has exited, zombie or not.
+  pollfd p{fd.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0;
+}
+
+std::unique_ptr<ShmTransport::Attachment> ShmTransport::attach(int p, const std::string& address, std::string* why) {
+  int pid = 0, memfd = -1, efd = -1;
+  if (std::sscanf(address.c_str(), "%d %d %d", &pid, &memfd, &efd) != 3 || pid <= 0) {
+    *why = fmt::format("malformed shared-memory address '{}'", address);
+    return nullptr;
+  }
+  auto a = std::make_unique<Attachment>();
+  a->pid = pid;
+  a->pidfd = Fd(pidfd_open(pid));
+  if (!a->pidfd.valid()) {
+    *why = errno == ESRCH ? std::string("its process is gone") : fmt::format("pidfd_open: {}", errno_text());
+    return nullptr;
+  }
+  Fd seg(pidfd_getfd(a->pidfd.get(), memfd));
+  a->doorbell = Fd(pidfd_getfd(a->pidfd.get(), efd));
+  if (!seg.valid() || !a->doorbell.valid()) {
+    *why = fmt::format("pidfd_getfd: {} (shared memory needs permission to ptrace the peer: same user)", errno_text());
+    return nullptr;
+  }
+  struct stat st{};
+  if (::fstat(seg.get(), &st) != 0 || static_cast<std::size_t>(st.st_size) < shm::header_bytes()) {
+    *why = "its segment is too small";
+    return nullptr;
+  }
+  a->seg = shm::Mapping(std::move(seg), static_cast<std::size_t>(st.st_size));
+  const auto* h = a->seg.header();
+  // The pid may have been reused by an unrelated process: check it is ours.
+  if (h->magic != shm::kSegmentMagic || h->job_id != cfg_.job_id || h->rank != static_cast<std::uint32_t>(p) ||
+      h->world_size != static_cast<std::uint32_t>(cfg_.world_size) ||
+      a->seg.bytes() < shm::segment_bytes(cfg_.world_size, h->ring_bytes)) {
+    *why = "the segment behind its pid is not rank's segment of this job";
+    return nullptr;
+  }
+  return a;
+}
+
+void ShmTransport::adopt(int p, std::unique_ptr<Attachment> a) {
+  Peer& x = peer(p);
+  if (x.out.valid()) return;
+  x.pid = a->pid;
+  if (!x.pidfd.valid()) x.pidfd = std::move(a->pidfd);
+  x.seg = std::move(a->seg);
+  x.doorbell = std::move(a->doorbell);
+  shm::RingControl* c = x.seg.ring_control(cfg_.rank);
+  c->pid = ::getpid();
+  c->memfd = own_.fd();
+  c->eventfd = doorbell_.get();
+  c->attached.store(1, std::memory_order_release);
+  x.out = shm::RingWriter(c, x.seg.ring_data(cfg_.rank), x.seg.header()->ring_bytes);
+  if (!x.watch) {
+    x.watch = std::make_unique<PeerWatch>(*this, p);
+    e_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
+  }
+}
+
+void ShmTransport::watch_sender(int s) {
+  Peer& x = peer(s);
+  if (x.watch) return;
+  shm::RingControl* c = own_.ring_control(s);
+  if (!c->attached.load(std::memory_order_acquire)) return;
+  x.pid = c->pid;
+  x.pidfd = Fd(pidfd_open(x.pid));
+  if (!x.pidfd.valid()) {
+    // Already gone: its records are still valid, drain() delivers them; the
+    // next round reports the exit.
+    return;
+  }
+  x.watch = std::make_unique<PeerWatch>(*this, s);
+  e_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
+}
+
+void ShmTransport::ring_doorbell(Peer& p) {
+  // Pairs with prepare_sleep(): our head store, this fence, their flag.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (p.seg.header()->sleeping.load(std::memory_order_relaxed)) {
+    std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(p.doorbell.get(), &one, sizeof one);
+  }
+}
+
+void ShmTransport::push_or_queue(int p, const shm::RecordHeader& h, Request* r) {
+  Peer& x = peer(p);
+  const bool eager = h.type == shm::RecordType::Eager;
+  if (x.pending.empty() && x.out.push(h, eager ? r->buf : nullptr, eager ? h.bytes : 0)) {
+    ring_doorbell(x);
+    if (eager) e_.complete(*r);
+    return;
+  }
+  x.pending.push_back({h, eager ? r : nullptr});
+  if (r) r->queued = true;
+}
+
+bool ShmTransport::flush_pending(int p) {
+  Peer& x = peer(p);
+  bool any = false;
+  while (!x.pending.empty()) {
+    auto& f = x.pending.front();
+    const bool eager = f.h.type == shm::RecordType::Eager;
+    if (!x.out.push(f.h, eager ? f.r->buf : nullptr, eager ? f.h.bytes : 0)) break;
+    Request* r = f.r;
+    x.pending.pop_front();
+    any = true;
+    if (r) {
+      r->queued = false;
+      e_.complete(*r);
+    }
+  }
+  if (any) ring_doorbell(x);
+  return any;
+}
+
+void ShmTransport::send(Request& r) {
+  shm::RecordHeader h{};
+  h.ctx = r.env.ctx;
+  h.tag = r.env.tag;
+  h.bytes = r.bytes;
+  if (r.bytes <= eager_limit_) {
+    h.type = shm::RecordType::Eager;
+    push_or_queue(r.peer, h, &r);
+    return;
+  }
+  h.type = shm::RecordType::Rts;
+  h.token = r.token = next_token_++;
+  h.addr = reinterpret_cast<std::uint64_t>(r.buf);
+  rts_out_[h.token] = &r;
+  push_or_queue(r.peer, h, nullptr);
+}
+
+void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload) {
+  const Envelope env{h.ctx, h.tag};
+  const auto bytes = static_cast<std::size_t>(h.bytes);
+  if (Request* r = e_.matcher().take_posted(src, env)) {
+    r->source = src;
+    if (bytes > r->bytes) {
+      e_.complete(*r, std::make_exception_ptr(Error(
+          ErrorCode::InvalidArgument,
+          fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} "
+                      "bytes: receive sizes must be at least the send size", bytes, src, h.tag, r->bytes),
+          src)));
+      return;
+    }
+    if (bytes) std::memcpy(r->buf, payload, bytes);
+    r->received = bytes;
+    e_.complete(*r);
+    return;
+  }
+  auto u = std::make_unique<Unexpected>();
+  u->kind = Unexpected::Kind::Eager;
+  u->src = src;
+  u->env = env;
+  u->bytes = bytes;
+  u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
+  if (bytes) std::memcpy(u->data.get(), payload, bytes);
+  u->arrived = bytes;
+  u->transport = this;
+  e_.matcher().add_unexpected(std::move(u));
+}
+
+void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
+  const Envelope env{h.ctx, h.tag};
+  if (Request* r = e_.matcher().take_posted(src, env)) {
+    r->source = src;
+    if (h.bytes > r->bytes) {
+      e_.complete(*r, std::make_exception_ptr(Error(
+          ErrorCode::InvalidArgument,
+          fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} "
+                      "bytes: receive sizes must be at least the send size", h.bytes, src, h.tag, r->bytes),
+          src)));
+      r = nullptr;
+    } else {
+      r->received = static_cast<std::size_t>(h.bytes);
+    }
+    pull(src, h.addr, h.token, r);
+    return;
+  }
+  auto u = std::make_unique<Unexpected>();
+  u->kind = Unexpected::Kind::Rendezvous;
+  u->src = src;
+  u->env = env;
+  u->bytes = static_cast<std::size_t>(h.bytes);
+  u->transport = this;
+  u->send_token = h.token;
+  u->remote_addr = h.addr;
+  e_.matcher().add_unexpected(std::move(u));
+}
+
+void ShmTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
+  if (r) r->received = u->bytes;
+  pull(u->src, u->remote_addr, u->send_token, r);
+}
+
+// Copies an announced message straight out of the sender's memory, then
+// tells the sender (FIN) that its buffer is free again.
+void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Request* r) {
+  Peer& x = peer(src);
+  if (r) {
+    std::size_t done = 0;
+    const std::size_t total = r->received;
+    const pid_t pid = own_.ring_control(src)->pid;
+    while (done < total) {
+      iovec local{static_cast<char*>(r->buf) + done, total - done};
+      iovec remote{reinterpret_cast<void*>(addr + done), total - done};
+      ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+      if (n <= 0) {
+        // The sender withdrew the buffer (it aborted, or died): the job is
+        // over; the abort names the root cause once known.
+        e_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
+                                        n < 0 ? errno_text() : "no progress"));
+        e_.complete(*r, e_.abort_error());
+        return;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+    if (r) e_.complete(*r);
+  }
+  // Answer FIN through our ring in the sender's segment (attach on demand,
+  // from what it left in our ring's control block).
+  if (!x.out.valid()) {
+    shm::RingControl* c = own_.ring_control(src);
+    std::string why;
+    auto a = attach(src, fmt::format("{} {} {}", c->pid, c->memfd, c->eventfd), &why);
+    if (!a) {
+      e_.peer_failed(src, fmt::format("cannot answer it through shared memory: {}", why));
+      return;
+    }
+    adopt(src, std::move(a));
+  }
+  shm::RecordHeader h{};
+  h.type = shm::RecordType::Fin;
+  h.token = token;
+  push_or_queue(src, h, nullptr);
+}
+
+bool ShmTransport::drain(int s) {
+  shm::RingControl* c = own_.ring_control(s);
+  const std::uint64_t head = c->head.load(std::memory_order_acquire);
+  std::uint64_t t = tails_[static_cast<std::size_t>(s)];
+  if (t == head) return false;
+  if (!peer(s).watch) watch_sender(s);
+  const std::uint8_t* data = own_.ring_data(s);
+  const std::size_t cap = own_.header()->ring_bytes;
+  auto corrupt = [&](const char* what) {
+    e_.peer_failed(s, fmt::format("it wrote a malformed record into its shared-memory ring ({})", what));
+  };
+  if (head - t > cap) {
+    corrupt("head beyond capacity");
+    return true;
+  }
+  while (t < head) {
+    const std::size_t pos = t % cap;
+    shm::RecordHeader h;
+    std::memcpy(&h, data + pos, sizeof h);
+    if (h.length < shm::kLine || h.length % shm::kLine || pos + h.length > cap || t + h.length > head) {
+      corrupt("bad length");
+      return true;
+    }
+    switch (h.type) {
+      case shm::RecordType::Pad:
+        break;
+      case shm::RecordType::Eager:
+        if (h.bytes > h.length - shm::kHeaderBytes) {
+          corrupt("payload longer than its record");
+          return true;
+        }
+        deliver_eager(s, h, data + pos + shm::kHeaderBytes);
+        break;
+      case shm::RecordType::Rts:
+        deliver_rts(s, h);
+        break;
+      case shm::RecordType::Fin: {
+        auto it = rts_out_.find(h.token);
+        if (it != rts_out_.end()) {
+          Request* r = it->second;
+          rts_out_.erase(it);
+          e_.complete(*r);
+        }
+        break;
+      }
+      case shm::RecordType::Bye:
+        peer(s).bye = true;
+        e_.peer_left(s);
+        break;
+      default:
+        corrupt("unknown record type");
+        return true;
+    }
+    t += h.length;
+    if (e_.aborted()) break;
+  }
+  tails_[static_cast<std::size_t>(s)] = t;
+  c->tail.store(t, std::memory_order_release);
+  return true;
+}
+
+bool ShmTransport::poll() {
+  if (shut_) return false;
+  bool any = false;
+  for (int s = 0; s < cfg_.world_size; ++s) {
+    if (s == cfg_.rank) continue;
+    any |= drain(s);
+    if (!peer(s).pending.empty()) any |= flush_pending(s);
+  }
+  return any;
+}
+
+bool ShmTransport::prepare_sleep() {
+  own_.header()->sleeping.store(1, std::memory_order_seq_cst);
+  for (int s = 0; s < cfg_.world_size; ++s) {
+    if (s == cfg_.rank) continue;
+    if (own_.ring_control(s)->head.load(std::memory_order_acquire) != tails_[static_cast<std::size_t>(s)] ||
+        !peer(s).pending.empty()) {
+      own_.header()->sleeping.store(0, std::memory_order_relaxed);
+      return false;
+    }
+  }
+  return true;
+}
+
+void ShmTransport::after_sleep() { own_.header()->sleeping.store(0, std::memory_order_relaxed); }
+
+void ShmTransport::on_peer_exit(int p) {
+  Peer& x = peer(p);
+  if (x.gone) return;
+  drain(p);  // records it wrote before exiting are still valid
+  x.gone = true;
+  if (x.pidfd.valid()) e_.del_fd(x.pidfd.get());
+  const bool left = x.bye || (x.seg.valid() && x.seg.header()->state.load(std::memory_order_acquire) ==
+                                                   static_cast<std::uint32_t>(shm::SegmentState::Left));
+  if (left) {
+    auto e = std::make_exception_ptr(Error(
+        ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", p), p));
+    for (auto& f : x.pending)
+      if (f.r) e_.complete(*f.r, e);
+    x.pending.clear();
+    e_.peer_left(p);
+  } else {
+    e_.peer_failed(p, "its process exited without leaving the job (killed or crashed)");
+  }
+}
+
+bool ShmTransport::cancel(Request& r) {
+  if (r.kind == Request::Kind::Recv) return true;  // nothing of a receive lives here
+  Peer& x = peer(r.peer);
+  for (auto it = x.pending.begin(); it != x.pending.end(); ++it)
+    if (it->r == &r || (it->h.type == shm::RecordType::Rts && it->h.token == r.token && rts_out_.count(r.token))) {
+      x.pending.erase(it);
+      rts_out_.erase(r.token);
+      r.queued = false;
+      return true;
+    }
+  // Announced: the receiver may be copying from the buffer right now.
+  return rts_out_.erase(r.token) == 0;
+}
+
+void ShmTransport::drop_peer(int p) {
+  Peer& x = peer(p);
+  x.pending.clear();
+  if (x.watch && x.pidfd.valid() && !x.gone) e_.del_fd(x.pidfd.get());
+  x.gone = true;
+}
+
+void ShmTransport::fail_all(const std::exception_ptr& e) {
+  for (auto& x : peers_) {
+    for (auto& f : x->pending)
+      if (f.r) e_.complete(*f.r, e);
+    x->pending.clear();
+  }
+  for (auto& [tok, r] : rts_out_) e_.complete(*r, e);
+  rts_out_.clear();
+}
+
+void ShmTransport::shutdown() {
+  if (shut_) return;
+  // Leave first, then say goodbye: a peer that sees our exit checks either.
+  own_.header()->state.store(static_cast<std::uint32_t>(shm::SegmentState::Left), std::memory_order_release);
+  for (auto& x : peers_) {
+    if (x->out.valid() && !x->gone && x->pending.empty()) {
+      shm::RecordHeader h{};
+      h.type = shm::RecordType::Bye;
+      if (x->out.push(h, nullptr, 0)) ring_doorbell(*x);
+    }
+    if (x->watch && x->pidfd.valid() && !x->gone) e_.del_fd(x->pidfd.get());
+    x->gone = true;
+  }
+  e_.del_fd(doorbell_.get());
+  shut_ = true;
+}
+
+}  // namespace braid

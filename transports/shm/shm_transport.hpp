@@ -1,0 +1,108 @@
+// ShmTransport: ranks on one host, through shared memory.
+//
+// Small messages are copied into the receiver's inbound ring for this sender
+// and out again (two copies, no system call when the receiver is awake).
+// Large messages are announced (RTS with the sender's address) and the
+// receiver copies them straight from the sender's memory into the posted
+// buffer with process_vm_readv (one copy), then answers FIN.
+//
+// Waking: a receiver about to sleep in the engine's epoll sets `sleeping` in
+// its segment and re-checks its rings; a sender, after publishing a record,
+// writes the receiver's eventfd only if it is asleep (a Dekker handshake:
+// each side stores, fences, then loads the other's word). So awake receivers
+// cost the sender nothing, and one epoll waits on sockets and shared memory
+// alike.
+//
+// Death: a pidfd per peer, in the engine's epoll, fires when the process
+// exits. A peer that left cleanly sent BYE through every ring it wrote and
+// marked its own segment Left first; otherwise the exit is a failure.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/engine.hpp"
+#include "segment.hpp"
+#include "transport.hpp"
+
+namespace braid {
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(Engine& engine, const EngineConfig& cfg);
+  ~ShmTransport() override;
+
+  const char* name() const override { return "shm"; }
+  // Identifies "the same host" for shared memory: boot id, user, and the
+  // pid and network namespaces (not the host name: containers share it).
+  static std::string host_identity();
+  // What peers need to attach to us: "pid memfd eventfd".
+  std::string address() const;
+
+  bool connected(int peer) const override;
+  // Outside the engine mutex: takes the peer's memfd and eventfd through a
+  // pidfd and maps its segment. Returns false (with `why`) when the kernel
+  // does not allow it; the engine then uses TCP for that peer.
+  struct Attachment {
+    pid_t pid = 0;
+    Fd pidfd;
+    shm::Mapping seg;
+    Fd doorbell;
+  };
+  std::unique_ptr<Attachment> attach(int peer, const std::string& address, std::string* why);
+  void adopt(int peer, std::unique_ptr<Attachment> a);  // under the mutex
+
+  void send(Request& r) override;
+  void claim(std::unique_ptr<Unexpected> u, Request* r) override;
+  bool cancel(Request& r) override;
+  void drop_peer(int peer) override;
+  void shutdown() override;
+  void fail_all(const std::exception_ptr& e) override;
+  // Is a pidfd watching `peer` (so its death will be seen)?
+  bool watching(int peer) const;
+
+  // Drains inbound rings and retries records that found a ring full. True
+  // if anything happened. Called by the engine on every progress round.
+  bool poll();
+  // The sleep handshake (see above). prepare_sleep() returns false when
+  // work arrived meanwhile: do not sleep.
+  bool prepare_sleep();
+  void after_sleep();
+  // Is `pid` (a peer's) gone? For the engine's watchdog.
+  static bool process_gone(pid_t pid);
+
+  struct Peer;
+
+ private:
+  friend class PeerWatch;
+  void on_peer_exit(int peer);
+  bool drain(int sender);
+  void deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload);
+  void deliver_rts(int src, const shm::RecordHeader& h);
+  void pull(int src, std::uint64_t addr, std::uint64_t token, Request* r);
+  void push_or_queue(int peer, const shm::RecordHeader& h, Request* r);
+  bool flush_pending(int peer);
+  void ring_doorbell(Peer& p);
+  void watch_sender(int sender);
+  Peer& peer(int p) { return *peers_[static_cast<std::size_t>(p)]; }
+
+  Engine& e_;
+  EngineConfig cfg_;
+  shm::Mapping own_;
+  Fd doorbell_;  // our eventfd, in the engine's epoll
+  std::unique_ptr<EventSource> doorbell_src_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::uint64_t> tails_;  // consumer position per inbound ring
+  std::size_t eager_limit_;
+  std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting FIN
+  std::uint64_t next_token_ = 1;
+  bool shut_ = false;
+};
+
+}  // namespace braid

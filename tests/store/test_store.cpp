@@ -155,37 +155,67 @@ void check_parked_get(Store& waiter, Store& setter) {
 }
 
 // 8 processes x 200 add() on one key; every child checks its results rise.
-void check_processes_add(const std::function<std::unique_ptr<Store>()>& make, Store& parent) {
-  constexpr int kProcs = 8, kAdds = 200;
+// The children are forked first, while this process has no threads (a fork
+// beside a running server thread can inherit a held allocator lock, e.g.
+// under ASan), and are told the server's port through a pipe once it is up.
+struct ForkedAdders {
+  static constexpr int kProcs = 8, kAdds = 200;
   std::vector<pid_t> kids;
-  for (int i = 0; i < kProcs; ++i) {
-    pid_t pid = fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      int rc = 0;
-      try {
-        auto s = make();  // created after fork: the child owns no threads but its own
-        std::int64_t last = 0;
-        for (int j = 0; j < kAdds; ++j) {
-          std::int64_t v = s->add("counter", 1);
-          if (v <= last) rc = 2;
-          last = v;
-        }
-      } catch (...) {
-        rc = 1;
+  std::vector<braid::Fd> go;  // write ends: one int (a port, or 0) per child
+
+  ForkedAdders(const std::function<std::unique_ptr<Store>(int)>& make) {
+    for (int i = 0; i < kProcs; ++i) {
+      int p[2];
+      REQUIRE(::pipe(p) == 0);
+      pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        ::close(p[1]);
+        for (auto& fd : go) ::close(fd.get());  // the siblings' pipes
+        _exit(child(p[0], make));
       }
-      _exit(rc);
+      ::close(p[0]);
+      kids.push_back(pid);
+      go.emplace_back(p[1]);
     }
-    kids.push_back(pid);
   }
-  for (pid_t pid : kids) {
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
+
+  static int child(int fd, const std::function<std::unique_ptr<Store>(int)>& make) {
+    try {
+      int port = 0;
+      pollfd pf{fd, POLLIN, 0};
+      if (::poll(&pf, 1, 10000) != 1 || ::read(fd, &port, sizeof port) != sizeof port) return 3;
+      auto s = make(port);
+      std::int64_t last = 0;
+      for (int j = 0; j < kAdds; ++j) {
+        std::int64_t v = s->add("counter", 1);
+        if (v <= last) return 2;
+        last = v;
+      }
+      return 0;
+    } catch (...) {
+      return 1;
+    }
   }
-  CHECK(parent.add("counter", 0) == kProcs * kAdds);
-}
+
+  // Lets the children run, waits for them, and checks the total through `parent`.
+  void run(int port, Store& parent) {
+    for (auto& fd : go) REQUIRE(::write(fd.get(), &port, sizeof port) == sizeof port);
+    for (pid_t pid : kids) {
+      int status = 0;
+      REQUIRE(waitpid(pid, &status, 0) == pid);
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
+    kids.clear();
+    CHECK(parent.add("counter", 0) == kProcs * kAdds);
+  }
+
+  ~ForkedAdders() {  // a failed REQUIRE must not leave children waiting
+    go.clear();
+    for (pid_t pid : kids) waitpid(pid, nullptr, 0);
+  }
+};
 
 // 4 threads x 100 add() through one store object.
 void check_threads_add(Store& s) {
@@ -285,6 +315,19 @@ TEST_CASE("A parked GET/WAIT is answered when another client sets the key", "[st
   }
 }
 
+TEST_CASE("TcpStore carries large values and refuses oversized ones", "[store][tcp]") {
+  TcpFixture fx;
+  auto a = fx.client(), b = fx.client();
+  Bytes big(8 << 20);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  a->set("big", big);
+  CHECK(b->get("big") == big);
+  CHECK(to_string(b->compare_set("big", big, to_bytes("small"))) == "small");
+  auto e = error_of([&] { a->set("huge", Bytes(kMaxValueLen + 1)); });
+  CHECK(e.code() == ErrorCode::InvalidArgument);
+  CHECK_FALSE(a->check({"huge"}));
+}
+
 TEST_CASE("TcpStore stays in step after a timed-out GET or WAIT", "[store][tcp]") {
   TcpFixture fx;
   auto a = fx.client(), b = fx.client();
@@ -325,16 +368,16 @@ TEST_CASE("TcpStoreServer::try_create returns nullptr on a taken port", "[store]
 
 TEST_CASE("Concurrent add() from 8 processes", "[store][fork]") {
   SECTION("tcp") {
+    ForkedAdders adders([](int port) { return std::make_unique<TcpStore>(kHost, port, 10s); });
     TcpFixture fx;
-    auto parent = fx.client();
-    const int port = fx.server.port();
-    check_processes_add([port] { return std::make_unique<TcpStore>(kHost, port, 10s); }, *parent);
+    adders.run(fx.server.port(), *fx.client());
   }
   SECTION("file") {
     TempPath tmp("procs");
-    FileStore parent(tmp.path, 10s);
     const std::string path = tmp.path;
-    check_processes_add([path] { return std::make_unique<FileStore>(path, 10s); }, parent);
+    ForkedAdders adders([path](int) { return std::make_unique<FileStore>(path, 10s); });
+    FileStore parent(path, 10s);
+    adders.run(0, parent);
     CHECK(file_exists(path));  // the parent still uses it
   }
 }
@@ -414,6 +457,27 @@ TEST_CASE("Malformed requests close only their connection", "[store][tcp]") {
     }
     std::this_thread::sleep_for(50ms);
     good->set("orphan", to_bytes("nobody listens"));
+  }
+  SECTION("pipelined requests wait behind a parked GET, in order") {
+    auto fd = raw_connect(port);
+    Bytes both = request(wire::Op::Get, {"pipe"});
+    Bytes second = request(wire::Op::TryGet, {"before"});
+    both.insert(both.end(), second.begin(), second.end());
+    send_raw(fd.get(), both);
+    pollfd p{fd.get(), POLLIN, 0};
+    CHECK(::poll(&p, 1, 100) == 0);  // nothing until "pipe" exists
+    good->set("pipe", to_bytes("piped"));
+    for (const char* want : {"piped", "1"}) {
+      std::uint8_t h[wire::kHeaderSize];
+      braid::net::read_all(fd.get(), h, sizeof h, braid::Deadline::after(2s), "server");
+      auto decoded = wire::decode_header(h);
+      REQUIRE(decoded.has_value());
+      CHECK(decoded->code == static_cast<std::uint16_t>(wire::Status::Ok));
+      REQUIRE(decoded->nfields == 1);
+      Bytes body(decoded->body_len);
+      braid::net::read_all(fd.get(), body.data(), body.size(), braid::Deadline::after(2s), "server");
+      CHECK(std::string(body.begin() + 4, body.end()) == want);
+    }
   }
   SECTION("a well-formed raw request is answered") {
     auto fd = raw_connect(port);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "braid/ops.hpp"
@@ -17,9 +18,6 @@
 namespace braid {
 
 namespace {
-// Rounds of epoll_wait(0) before a waiter sleeps in the kernel. Short: with
-// more ranks than cores, the peer we wait for needs our core to run.
-constexpr int kSpinRounds = 16;
 // Longest single sleep: bounds how late a waiter notices its deadline.
 constexpr int kSliceMs = 100;
 // How often a long wait asks the store whether the job was aborted.
@@ -27,7 +25,23 @@ constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
 // Spinning on shared-memory rings costs no system call; epoll_wait(0) does,
 // so spinning rounds look at the sockets only every few rounds.
 constexpr int kFdPollEvery = 8;
-constexpr int kShmSpinRounds = 2000;
+
+// How long a waiter polls before it sleeps in the kernel (BRAID_SPIN_US,
+// default 50 us): long enough to catch a reply over loopback or shared
+// memory without a wake-up, short enough that with more ranks than cores
+// (8 on 2 here) the peer we wait for soon gets our core.
+std::chrono::microseconds spin_budget() {
+  static const auto us = [] {
+    const char* v = std::getenv("BRAID_SPIN_US");
+    if (!v || !*v) return 50L;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 1000000)
+      fail(ErrorCode::InvalidArgument, "BRAID_SPIN_US='{}' is not valid: expected microseconds, 0..1000000", v);
+    return n;
+  }();
+  return std::chrono::microseconds(us);
+}
 
 const char* kind_name(const Request& r) { return r.kind == Request::Kind::Send ? "send to" : "receive from"; }
 
@@ -486,16 +500,17 @@ bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<b
   int spins = 0;
   // Registered as awaited, so whichever thread runs the watchdog probes it.
   Awaiting awaiting(*this, peer_hint);
-  // With shared memory a spin is a few loads, so spin longer before sleeping.
-  const int spin_limit = shm_ ? kShmSpinRounds : kSpinRounds;
+  const auto spin_end = Clock::now() + spin_budget();
+  bool spinning = true;
   while (!done()) {
-    if (deadline.expired()) return false;
+    const auto now = Clock::now();
+    if (now >= deadline.at) return false;
     if (!token_) {
-      if (spins < spin_limit) {
+      if (spinning && now < spin_end) {
         spin_round(lk, spins++);
         continue;
       }
-      ++spins;
+      spinning = false;
       progress_round(lk, deadline.poll_ms(kSliceMs));
       expire_async_locked();
       if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);

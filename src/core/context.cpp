@@ -1,5 +1,6 @@
 #include "core/context.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "braid/ops.hpp"
@@ -85,17 +86,41 @@ std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int>
   return g;
 }
 
-void agree_on_group(Context& c, const detail::GroupImpl& g) {
+void learn_topology(Context& c, detail::GroupImpl& g) {
+  // Every member's host identity, as each rank's engine published it
+  // ("host/<rank>" = "identity|..."): the same records give every rank the
+  // same answer.
+  std::vector<std::string> hosts;
+  g.host_of.clear();
+  for (int r : g.ranks) {
+    const auto v = store::to_string(c.store->get(fmt::format("host/{}", r), c.timeout));
+    const auto id = v.substr(0, v.find('|'));
+    auto it = std::find(hosts.begin(), hosts.end(), id);
+    g.host_of.push_back(static_cast<int>(it - hosts.begin()));
+    if (it == hosts.end()) hosts.push_back(id);
+  }
+  g.shared_memory = hosts.size() <= 1 && c.backend != "tcp";
+}
+
+std::string group_signature(const Context& c, const detail::GroupImpl& g) {
   // Everything that must match on every rank for collectives to line up.
   const char* algo = std::getenv("BRAID_ALGO");
-  const std::string mine = fmt::format("ranks={};algo={}", ranks_text(g.ranks), algo ? algo : "");
+  return fmt::format("ranks={};algo={};backend={}", ranks_text(g.ranks), algo ? algo : "", c.backend);
+}
+
+std::string mismatch_text(const Context& c, const detail::GroupImpl& g, const std::string& mine,
+                          const std::string& first) {
+  return fmt::format("group {} does not match across ranks: rank {} has '{}' but another rank created it "
+                     "with '{}'; every rank must call new_group with the same ranks in the same order, with "
+                     "the same backend and BRAID_ALGO", g.id, c.rank, mine, first);
+}
+
+void agree_on_group(Context& c, detail::GroupImpl& g) {
+  learn_topology(c, g);
+  const std::string mine = group_signature(c, g);
   const auto key = fmt::format("group/{}", g.id);
   const auto got = store::to_string(c.store->compare_set(key, {}, store::to_bytes(mine)));
-  if (got != mine)
-    fail(ErrorCode::InvalidArgument,
-         "group {} does not match across ranks: rank {} has '{}' but another rank created it with "
-         "'{}'; every rank must call new_group with the same ranks in the same order, with the same "
-         "BRAID_ALGO", g.id, c.rank, mine, got);
+  if (got != mine) fail(ErrorCode::InvalidArgument, "{}", mismatch_text(c, g, mine, got));
 }
 
 }  // namespace braid

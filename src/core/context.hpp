@@ -24,6 +24,10 @@ struct GroupImpl {
   std::vector<int> group_of_global;  // global rank -> group rank or -1
   int my_rank = -1;                  // -1: the caller is not a member
   std::atomic<std::uint64_t> collective_seq{0};  // tags successive collectives
+  // Which members share a host (host index per group rank), and whether all
+  // do and talk through shared memory: the cost model the choice uses.
+  std::vector<int> host_of;
+  bool shared_memory = false;
 };
 }  // namespace detail
 
@@ -63,7 +67,13 @@ void check_tensor(const Tensor& t, const char* what, const char* op);
 Millis op_timeout(const OpOptions& o);
 std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
                                               int world_size, int my_global_rank);
-// Records a group's definition in the store and checks every rank agrees.
-void agree_on_group(Context& c, const detail::GroupImpl& g);
+// Learns the group's topology from the store (host identities), records the
+// group's definition there and checks every rank agrees on it (the first
+// definition to arrive wins; a rank that differs gets the error).
+void agree_on_group(Context& c, detail::GroupImpl& g);
+void learn_topology(Context& c, detail::GroupImpl& g);
+std::string group_signature(const Context& c, const detail::GroupImpl& g);
+std::string mismatch_text(const Context& c, const detail::GroupImpl& g, const std::string& mine,
+                          const std::string& first);
 
 }  // namespace braid

@@ -209,11 +209,27 @@ void init_process_group(const InitOptions& o) {
   std::vector<int> all(static_cast<std::size_t>(world));
   for (int i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
   c->world = Group(make_group(0, std::move(all), world, rank));
-  agree_on_group(*c, *c->world.impl());
+  auto& wg = *c->world.impl();
+  // The world's definition: a rank that differs from the first says so in
+  // the store, so that after the rendezvous every rank reports it.
+  const std::string sig = group_signature(*c, wg);
+  const auto first = store::to_string(st->compare_set("group/0", {}, store::to_bytes(sig)));
+  if (first != sig) st->set("group/0/mismatch", store::to_bytes(mismatch_text(*c, wg, sig, first)));
 
   // Rendezvous: init returns once every rank has published its address.
   if (st->add("joined", 1) == world) st->set("ready", store::to_bytes("1"));
   st->wait({"ready"}, o.timeout);
+  if (auto m = st->try_get("group/0/mismatch")) {
+    // Everyone fails; the host keeps the store up until all have read why.
+    const auto seen = st->add("group/0/mismatch_seen", 1);
+    if (c->server && seen < world) {
+      const auto limit = Deadline::after(std::min<Millis>(o.timeout, Millis(10000)));
+      while (!limit.expired() && st->add("group/0/mismatch_seen", 0) < world)
+        std::this_thread::sleep_for(Millis(2));
+    }
+    fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
+  }
+  learn_topology(*c, wg);
   BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
   set_context(std::move(c));
 }

@@ -21,7 +21,7 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
 
 namespace {
 
-using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string>;
+using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool>;
 
 struct Cache {
   std::mutex mu;
@@ -36,21 +36,24 @@ constexpr std::size_t kMaxPlans = 512;
 
 }  // namespace
 
-std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced) {
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
+                                             bool shared_memory) {
   std::string name = forced ? forced : "";
   if (name.empty()) {
     const auto& o = algo_overrides();
     if (auto it = o.find(args.coll); it != o.end()) name = it->second;
   }
   auto build = [&] {
-    const plan::Algorithm* a = plan::choose(args.coll, args, plan::kTcpLoopback, name);
+    const plan::Algorithm* a =
+        plan::choose(args.coll, args, shared_memory ? plan::kSharedMemory : plan::kTcpLoopback, name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));
     BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
                 args.nranks, args.count, args.root);
     return compile_plan(std::move(p), rank);
   };
   if (!args.splits.empty()) return build();
-  const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name};
+  const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
+                shared_memory};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

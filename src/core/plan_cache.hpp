@@ -18,6 +18,9 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 
 // The compiled plan for `args` for group rank `rank`, with the algorithm
 // forced by `forced` (nullptr/empty: BRAID_ALGO, else the cost model's choice).
-std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced);
+// `shared_memory` picks the cost model's parameters (all members on one
+// host, talking through shared memory, or not).
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
+                                             bool shared_memory);
 
 }  // namespace braid

@@ -99,8 +99,12 @@ static Fd make_listener(const SockAddr& addr, int backlog, bool tolerate_in_use)
     if (tolerate_in_use && (err == EADDRINUSE || err == EADDRNOTAVAIL)) return Fd();
     fail(ErrorCode::Transport, "cannot bind {}: {}", addr.str(), errno_text(err));
   }
-  if (::listen(fd.get(), backlog) != 0)
+  if (::listen(fd.get(), backlog) != 0) {
+    // With SO_REUSEADDR two sockets may both bind a port; the second to
+    // listen loses here, which means the same as losing the bind.
+    if (tolerate_in_use && errno == EADDRINUSE) return Fd();
     fail(ErrorCode::Transport, "listen on {} failed: {}", addr.str(), errno_text());
+  }
   return fd;
 }
 

@@ -84,6 +84,16 @@ ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t
   return {b->data(), true};
 }
 
+// Copies block i of a staged contiguous buffer out to list[i].
+void scatter_out(const std::vector<Tensor>& list, const char* base, std::size_t bytes) {
+  for (std::size_t i = 0; i < list.size(); ++i) copy_bytes(list[i].data, base + i * bytes, bytes);
+}
+
+// Copies list[i] into block i of a staging buffer.
+void gather_in(char* base, const std::vector<Tensor>& list, std::size_t bytes) {
+  for (std::size_t i = 0; i < list.size(); ++i) copy_bytes(base + i * bytes, list[i].data, bytes);
+}
+
 void avg_after(Call& c, void* out, std::int64_t count, bool applies) {
   if (c.op != ReduceOp::Avg || !applies) return;
   const int n = static_cast<int>(c.group->ranks.size());
@@ -250,10 +260,7 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const O
   const std::size_t bytes = input.nbytes();
   char* mine = out.base + static_cast<std::size_t>(c.group->my_rank) * bytes;
   c.before = [=] { copy_bytes(mine, input.data, bytes); };
-  if (out.staged)
-    c.after = [=, outputs = outputs] {
-      for (int i = 0; i < n; ++i) copy_bytes(outputs[static_cast<std::size_t>(i)].data, out.base + static_cast<std::size_t>(i) * bytes, bytes);
-    };
+  if (out.staged) c.after = [=, outputs = outputs] { scatter_out(outputs, out.base, bytes); };
   return run(std::move(c), o);
 }
 
@@ -273,10 +280,7 @@ Work gather(const Tensor& input, const std::vector<Tensor>* outputs, int dst, co
     c.buffers.output = out.base;
     char* mine = out.base + static_cast<std::size_t>(c.root) * bytes;
     c.before = [=] { copy_bytes(mine, input.data, bytes); };
-    if (out.staged)
-      c.after = [=, outputs = *outputs] {
-        for (int i = 0; i < n; ++i) copy_bytes(outputs[static_cast<std::size_t>(i)].data, out.base + static_cast<std::size_t>(i) * bytes, bytes);
-      };
+    if (out.staged) c.after = [=, outputs = *outputs] { scatter_out(outputs, out.base, bytes); };
   } else if (outputs) {
     fail(ErrorCode::InvalidArgument, "gather: outputs must be null on ranks other than dst ({})", dst);
   }
@@ -299,8 +303,7 @@ Work scatter(const Tensor& output, const std::vector<Tensor>* inputs, int src, c
     c.buffers.input = in.base;
     const int me = c.root;
     c.before = [=, inputs = *inputs] {
-      if (in.staged)
-        for (int i = 0; i < n; ++i) copy_bytes(in.base + static_cast<std::size_t>(i) * bytes, inputs[static_cast<std::size_t>(i)].data, bytes);
+      if (in.staged) gather_in(in.base, inputs, bytes);
       copy_bytes(output.data, in.base + static_cast<std::size_t>(me) * bytes, bytes);
     };
   } else if (inputs) {
@@ -348,10 +351,7 @@ Work reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, Red
   c.buffers.input = in.base;
   c.buffers.output = output.data;
   const std::size_t bytes = output.nbytes();
-  if (in.staged)
-    c.before = [=, inputs = inputs] {
-      for (int i = 0; i < n; ++i) copy_bytes(in.base + static_cast<std::size_t>(i) * bytes, inputs[static_cast<std::size_t>(i)].data, bytes);
-    };
+  if (in.staged) c.before = [=, inputs = inputs] { gather_in(in.base, inputs, bytes); };
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
 }

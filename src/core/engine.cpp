@@ -297,23 +297,17 @@ void Engine::post_send(Request& r, Deadline deadline) {
       async_reqs_.push_back(&r);
       async_deadlines_.push_back(deadline);
     }
-    Request* rr = matcher_.take_posted(cfg_.rank, r.env);
-    if (rr) {
-      auto u = std::make_unique<Unexpected>();
-      u->kind = Unexpected::Kind::Local;
-      u->src = cfg_.rank;
-      u->env = r.env;
-      u->bytes = r.bytes;
-      u->local_send = &r;
+    // The message stays in the sender's buffer until a receive takes it.
+    auto u = std::make_unique<Unexpected>();
+    u->kind = Unexpected::Kind::Local;
+    u->src = cfg_.rank;
+    u->env = r.env;
+    u->bytes = r.bytes;
+    u->local_send = &r;
+    if (Request* rr = matcher_.take_posted(cfg_.rank, r.env)) {
       Unexpected& ref = *u;
       deliver(ref, *rr, std::move(u));
     } else {
-      auto u = std::make_unique<Unexpected>();
-      u->kind = Unexpected::Kind::Local;
-      u->src = cfg_.rank;
-      u->env = r.env;
-      u->bytes = r.bytes;
-      u->local_send = &r;
       matcher_.add_unexpected(std::move(u));
     }
     cv_.notify_all();

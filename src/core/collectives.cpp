@@ -116,8 +116,7 @@ Work run(Call c, const OpOptions& o) {
   args.elem_size = dtype_size(c.dtype);
   args.root = c.root;
   args.splits = std::move(c.splits);
-  args.topology.host_of = g.host_of;
-  auto compiled = get_plan(args, g.my_rank, o.algorithm, g.shared_memory);
+  auto compiled = get_plan(args, g.my_rank, o.algorithm, g.shared_memory, &g.host_of);
   // The sequence number is taken at issue, on the caller's thread: issue
   // order is what all ranks agree on.
   const std::uint64_t seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);

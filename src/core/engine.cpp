@@ -585,12 +585,20 @@ void Engine::wait(Request& r, Deadline deadline) {
 
 bool Engine::wait_any(Request* const* reqs, std::size_t n, Deadline deadline, int peer_hint) {
   std::unique_lock lk(mu_);
-  std::vector<Awaiting> awaiting;
-  if (peer_hint < 0 && n > 1 && n <= 64) {
-    awaiting.reserve(n);
-    for (std::size_t i = 0; i < n; ++i)
-      if (!reqs[i]->done.load(std::memory_order_relaxed)) awaiting.emplace_back(*this, reqs[i]->peer);
-  }
+  // Every peer waited on is registered for the watchdog's probes (counted
+  // in place: this is the collective hot path, it must not allocate).
+  struct Register {
+    Engine& e;
+    Request* const* reqs;
+    std::size_t n;
+    int delta;
+    void apply(int d) {
+      for (std::size_t i = 0; i < n; ++i)
+        if (reqs[i]->peer >= 0) e.awaited_[static_cast<std::size_t>(reqs[i]->peer)] += d;
+    }
+    Register(Engine& en, Request* const* r, std::size_t count) : e(en), reqs(r), n(count), delta(1) { apply(1); }
+    ~Register() { apply(-1); }
+  } registered(*this, peer_hint < 0 ? reqs : nullptr, peer_hint < 0 ? n : 0);
   auto any = [&] {
     for (std::size_t i = 0; i < n; ++i)
       if (reqs[i]->done.load(std::memory_order_acquire)) return true;

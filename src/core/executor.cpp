@@ -37,38 +37,75 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
 
 namespace {
 
+// Per-thread storage reused by every call on that thread, so a small
+// collective allocates nothing: requests, step bookkeeping, small staging.
+struct Arena {
+  std::unique_ptr<Request[]> reqs;
+  std::size_t req_cap = 0;
+  std::vector<std::int32_t> waiting, ready, inflight;
+  std::vector<Request*> inflight_reqs;
+  std::vector<char> scratch, stage;
+  bool busy = false;  // a nested call (none today) would take fresh storage
+};
+thread_local Arena t_arena;
+// Buffers above this are allocated per call rather than kept by the thread.
+constexpr std::size_t kKeepBytes = 1 << 20;
+
 struct Runner {
   Engine& e;
   const ExecCall& call;
   const plan::RankPlan& rp;
   const std::size_t elem;
-  std::unique_ptr<char[]> scratch;
-  std::unique_ptr<char[]> stage;
-  std::unique_ptr<Request[]> reqs;
-  std::vector<std::int32_t> waiting;
-  std::vector<std::int32_t> ready;
-  std::vector<std::int32_t> inflight;   // step indices
-  std::vector<Request*> inflight_reqs;  // same order
+  Arena own;    // used when the thread's arena is busy
+  Arena& a;
+  std::unique_ptr<char[]> big_scratch, big_stage;  // above kKeepBytes
+  char* scratch = nullptr;
+  char* stage = nullptr;
+  Request* reqs = nullptr;
+  std::vector<std::int32_t>& waiting;
+  std::vector<std::int32_t>& ready;
+  std::vector<std::int32_t>& inflight;     // step indices
+  std::vector<Request*>& inflight_reqs;    // same order
   std::size_t done = 0;
 
+  static char* buffer(std::vector<char>& keep, std::unique_ptr<char[]>& big, std::size_t bytes) {
+    if (bytes == 0) return nullptr;
+    if (bytes > kKeepBytes) {
+      big.reset(new char[bytes]);
+      return big.get();
+    }
+    if (keep.size() < bytes) keep.resize(bytes);
+    return keep.data();
+  }
+
   Runner(Engine& engine, const ExecCall& c)
-      : e(engine), call(c), rp(c.plan->steps()), elem(dtype_size(c.dtype)) {
-    if (rp.scratch_count > 0)
-      scratch.reset(new char[static_cast<std::size_t>(rp.scratch_count) * elem]);
-    if (c.plan->stage_count > 0)
-      stage.reset(new char[static_cast<std::size_t>(c.plan->stage_count) * elem]);
-    reqs.reset(new Request[rp.steps.size()]);
-    waiting = c.plan->dep_count;
-    for (std::size_t i = 0; i < rp.steps.size(); ++i)
+      : e(engine), call(c), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
+        a(t_arena.busy ? own : t_arena), waiting(a.waiting), ready(a.ready), inflight(a.inflight),
+        inflight_reqs(a.inflight_reqs) {
+    a.busy = true;
+    scratch = buffer(a.scratch, big_scratch, static_cast<std::size_t>(rp.scratch_count) * elem);
+    stage = buffer(a.stage, big_stage, static_cast<std::size_t>(c.plan->stage_count) * elem);
+    const std::size_t n = rp.steps.size();
+    if (a.req_cap < n) {
+      a.reqs.reset(new Request[n]);
+      a.req_cap = n;
+    }
+    reqs = a.reqs.get();
+    waiting.assign(c.plan->dep_count.begin(), c.plan->dep_count.end());
+    ready.clear();
+    inflight.clear();
+    inflight_reqs.clear();
+    for (std::size_t i = 0; i < n; ++i)
       if (waiting[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
   }
+  ~Runner() { a.busy = false; }
 
   char* ptr(const plan::Span& s) const {
     char* base = nullptr;
     switch (s.buf) {
       case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(call.buffers.input)); break;
       case plan::Buf::Output: base = static_cast<char*>(call.buffers.output); break;
-      case plan::Buf::Scratch: base = scratch.get(); break;
+      case plan::Buf::Scratch: base = scratch; break;
     }
     return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
   }
@@ -87,6 +124,7 @@ struct Runner {
   void start(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
     Request& r = reqs[static_cast<std::size_t>(i)];
+    r.reset();
     const auto tag = static_cast<std::int64_t>((call.seq << 24) | static_cast<std::uint64_t>(s.slot));
     switch (s.kind) {
       case plan::StepKind::Send:
@@ -103,7 +141,7 @@ struct Runner {
         r.env = Envelope{coll_ctx(*call.group), tag};
         r.buf = s.kind == plan::StepKind::Recv
                     ? ptr(s.dst)
-                    : stage.get() + static_cast<std::size_t>(call.plan->stage_offset[static_cast<std::size_t>(i)]) * elem;
+                    : stage + static_cast<std::size_t>(call.plan->stage_offset[static_cast<std::size_t>(i)]) * elem;
         r.bytes = bytes(s.dst);
         r.timeout = call.timeout;
         r.deadline = call.deadline;

@@ -36,14 +36,18 @@ constexpr std::size_t kMaxPlans = 512;
 
 }  // namespace
 
-std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
-                                             bool shared_memory) {
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int rank, const char* forced,
+                                             bool shared_memory, const std::vector<int>* host_of) {
+  const plan::PlanArgs& args = args_in;
   std::string name = forced ? forced : "";
   if (name.empty()) {
     const auto& o = algo_overrides();
     if (auto it = o.find(args.coll); it != o.end()) name = it->second;
   }
   auto build = [&] {
+    plan::PlanArgs full = args_in;
+    if (host_of) full.topology.host_of = *host_of;
+    const plan::PlanArgs& args = full;
     const plan::Algorithm* a =
         plan::choose(args.coll, args, shared_memory ? plan::kSharedMemory : plan::kTcpLoopback, name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));

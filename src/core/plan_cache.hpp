@@ -20,7 +20,9 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 // forced by `forced` (nullptr/empty: BRAID_ALGO, else the cost model's choice).
 // `shared_memory` picks the cost model's parameters (all members on one
 // host, talking through shared memory, or not).
+// `host_of` (which host each group rank is on) is copied into the plan's
+// arguments only when a plan has to be built.
 std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
-                                             bool shared_memory);
+                                             bool shared_memory, const std::vector<int>* host_of = nullptr);
 
 }  // namespace braid

@@ -59,6 +59,28 @@ struct Request {
   std::shared_ptr<void> keepalive;  // the async Work's state, until completion
   Deadline deadline{};
   Millis timeout{0};  // for the error message
+
+  // Back to a fresh state, so the executor can reuse requests across calls
+  // without allocating. Only for a request no list or transport holds.
+  void reset() {
+    kind = Kind::Send;
+    peer = -1;
+    env = {};
+    buf = nullptr;
+    bytes = received = 0;
+    source = -1;
+    done.store(false, std::memory_order_relaxed);
+    error = nullptr;
+    prev = next = qnext = nullptr;
+    posted = queued = started = transport_owned = is_async = false;
+    conn = nullptr;
+    frame = {};
+    frame_written = frame_payload = 0;
+    token = 0;
+    keepalive.reset();
+    deadline = {};
+    timeout = Millis(0);
+  }
 };
 
 }  // namespace braid

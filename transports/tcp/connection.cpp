@@ -19,6 +19,10 @@ namespace {
 // eager limit, at most 4 MiB): an allocation bound a peer cannot push past.
 constexpr std::uint64_t kMaxEagerPayload = 4u << 20;
 constexpr std::size_t kHeader = sizeof(wire::FrameHeader);
+constexpr std::size_t kReadBuffer = 64 * 1024;
+// Payload bytes still to come above which reading goes straight into the
+// receive buffer instead of through the read buffer (saves a copy).
+constexpr std::size_t kDirectBytes = 16 * 1024;
 }  // namespace
 
 Connection::Connection(TcpTransport& owner, Fd fd, int peer, bool dialed)
@@ -139,50 +143,70 @@ void Connection::frame_written(Request& r) {
   // frees them when it reaps (they are tiny and rare).
 }
 
+// Reads whatever the socket has. Headers, small payloads and discarded
+// bytes come through a per-connection buffer, so one recv() picks up many
+// small frames; a large payload streams straight into its receive buffer.
 void Connection::read_ready() {
   for (;;) {
     if (closed_) return;
-    ssize_t n;
-    if (rstate_ == ReadState::Header) {
-      n = ::recv(fd_.get(), reinterpret_cast<char*>(&hdr_) + hdr_got_, kHeader - hdr_got_, 0);
-    } else if (rstate_ == ReadState::Payload) {
-      n = ::recv(fd_.get(), dst_, remaining_, 0);
-    } else {
-      char sink[16384];
-      n = ::recv(fd_.get(), sink, std::min(remaining_, sizeof sink), 0);
-    }
-    if (n == 0) {
-      if (peer_ < 0) {  // a probe, or a stray connection that never said hello
-        t_.retire(*this);
-        return;
+    if (rstate_ == ReadState::Payload && rpos_ == rlen_ && remaining_ >= kDirectBytes) {
+      const ssize_t n = ::recv(fd_.get(), dst_, remaining_, 0);
+      if (n <= 0) {
+        if (stop_reading(n)) return;
+        continue;
       }
-      if (bye_received_) t_.connection_closed_cleanly(*this);
-      else broken("connection closed without goodbye (the process exited or was killed)");
-      return;
-    }
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      if (peer_ < 0) {
-        t_.retire(*this);
-        return;
-      }
-      broken(fmt::format("receive failed: {}", errno_text()));
-      return;
-    }
-    const auto got = static_cast<std::size_t>(n);
-    if (rstate_ == ReadState::Header) {
-      hdr_got_ += got;
-      if (hdr_got_ == kHeader) {
-        hdr_got_ = 0;
-        handle_header();
-      }
+      dst_ += n;
+      remaining_ -= static_cast<std::size_t>(n);
+      if (remaining_ == 0) payload_done();
       continue;
     }
-    if (rstate_ == ReadState::Payload) dst_ += got;
-    remaining_ -= got;
-    if (remaining_ == 0) payload_done();
+    if (rpos_ == rlen_) {
+      if (!rbuf_) rbuf_.reset(new char[kReadBuffer]);
+      const ssize_t n = ::recv(fd_.get(), rbuf_.get(), kReadBuffer, 0);
+      if (n <= 0) {
+        if (stop_reading(n)) return;
+        continue;
+      }
+      rpos_ = 0;
+      rlen_ = static_cast<std::size_t>(n);
+    }
+    while (rpos_ < rlen_ && !closed_) {
+      const std::size_t avail = rlen_ - rpos_;
+      if (rstate_ == ReadState::Header) {
+        const std::size_t take = std::min(avail, kHeader - hdr_got_);
+        std::memcpy(reinterpret_cast<char*>(&hdr_) + hdr_got_, rbuf_.get() + rpos_, take);
+        rpos_ += take;
+        hdr_got_ += take;
+        if (hdr_got_ == kHeader) {
+          hdr_got_ = 0;
+          handle_header();
+        }
+        continue;
+      }
+      const std::size_t take = std::min(avail, remaining_);
+      if (rstate_ == ReadState::Payload) {
+        std::memcpy(dst_, rbuf_.get() + rpos_, take);
+        dst_ += take;
+      }
+      rpos_ += take;
+      remaining_ -= take;
+      if (remaining_ == 0) payload_done();
+    }
   }
+}
+
+// recv() returned n <= 0: true if reading must stop now.
+bool Connection::stop_reading(ssize_t n) {
+  if (n < 0 && errno == EINTR) return false;
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+  if (peer_ < 0) {  // a probe, or a stray connection that never said hello
+    t_.retire(*this);
+    return true;
+  }
+  if (n == 0 && bye_received_) t_.connection_closed_cleanly(*this);
+  else if (n == 0) broken("connection closed without goodbye (the process exited or was killed)");
+  else broken(fmt::format("receive failed: {}", errno_text()));
+  return true;
 }
 
 void Connection::handle_header() {

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstdint>
+#include <sys/types.h>
+
 #include <memory>
 
 #include "common/fd.hpp"
@@ -62,6 +64,7 @@ class Connection final : public EventSource {
  private:
   enum class ReadState : std::uint8_t { Header, Payload, Discard };
   void read_ready();
+  bool stop_reading(ssize_t n);
   void handle_header();
   void payload_done();
   void flush();
@@ -89,6 +92,8 @@ class Connection final : public EventSource {
   Request* reading_req_ = nullptr;       // payload -> a posted receive
   Unexpected* reading_unexp_ = nullptr;  // payload -> an unexpected buffer
   std::unique_ptr<Unexpected> partial_;  // claimed while still arriving
+  std::unique_ptr<char[]> rbuf_;         // read buffer (allocated on first read)
+  std::size_t rpos_ = 0, rlen_ = 0;      // unread bytes: rbuf_[rpos_, rlen_)
 };
 
 }  // namespace braid

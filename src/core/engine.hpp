@@ -100,6 +100,10 @@ class Engine {
   // Delivers an unexpected message to receive r (copy, or pull).
   void deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned);
 
+  // How many ranks of the job run on this host: decides whether waiters poll
+  // before sleeping (not when ranks outnumber CPUs). Called once at init.
+  void set_local_ranks(int n);
+
   // Says goodbye to every peer and stops the background thread.
   void shutdown();
   // True once the job is known to be aborted; the error names the dead rank.
@@ -130,6 +134,8 @@ class Engine {
     int peer_;
   };
   std::vector<int> awaited_;  // waiters per peer
+  std::chrono::microseconds spin_{50};
+  bool spin_from_env_ = false;
   void abort_locked(int peer, const std::string& reason, bool publish);
   void fail_all_locked(const std::exception_ptr& e);
   void ensure_connected(int peer, Deadline deadline);

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -230,6 +231,9 @@ void init_process_group(const InitOptions& o) {
     fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
   }
   learn_topology(*c, wg);
+  const int my_host = wg.host_of[static_cast<std::size_t>(rank)];
+  c->engine->set_local_ranks(
+      static_cast<int>(std::count(wg.host_of.begin(), wg.host_of.end(), my_host)));
   BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
   set_context(std::move(c));
 }

@@ -9,9 +9,14 @@
 #
 #   bench/compare_tcp.sh [BUILD_DIR]        (default: build-bench, then build)
 #
-# Needs braid-bench and braidrun from the build, and mpirun plus mpi-bench
-# (built by meson when mpicc is found; otherwise this script compiles it with
-#   mpicc -O2 -std=c11 -o mpi-bench bench/mpi/mpi_bench.c -lm).
+# Needs braid-bench and braidrun from the build, and Open MPI: mpirun.openmpi
+# plus mpi-bench-openmpi (built by meson when mpicc.openmpi is found; otherwise
+# this script compiles it with
+#   mpicc.openmpi -O2 -std=c11 -o mpi-bench-openmpi bench/mpi/mpi_bench.c -lm).
+# Debian's Open MPI and MPICH can be installed side by side, with the plain
+# mpicc/mpirun pointing at either, so the Open MPI-suffixed names are used;
+# where they do not exist (other distributions), a plain mpirun that is Open
+# MPI and the plain-mpicc build (mpi-bench) are used instead.
 # Environment: ROUNDS (default 5), LOG_DIR (default a fresh mktemp -d),
 # SIZES (default "8 64 1K 16K 256K 1M 4M 16M 64M").
 set -euo pipefail
@@ -31,17 +36,23 @@ sizes=${SIZES:-"8 64 1K 16K 256K 1M 4M 16M 64M"}
 log_dir=${LOG_DIR:-$(mktemp -d /tmp/compare_tcp.XXXXXX)}
 mkdir -p "$log_dir"
 
-command -v mpirun >/dev/null || { echo "compare_tcp.sh: mpirun not found: install Open MPI (openmpi-bin, libopenmpi-dev)" >&2; exit 2; }
-mpi_bench=${MPI_BENCH:-$build/bench/mpi-bench}
+# The MCA flags below are Open MPI's: use its own launcher and wrapper.
+if command -v mpirun.openmpi >/dev/null; then
+  mpirun=mpirun.openmpi mpicc=mpicc.openmpi mpi_bench=${MPI_BENCH:-$build/bench/mpi-bench-openmpi}
+elif command -v mpirun >/dev/null && mpirun --version 2>&1 | grep -q 'Open MPI'; then
+  mpirun=mpirun mpicc=mpicc mpi_bench=${MPI_BENCH:-$build/bench/mpi-bench}
+else
+  echo "compare_tcp.sh: Open MPI's mpirun not found: install Open MPI (openmpi-bin, libopenmpi-dev)" >&2; exit 2
+fi
 if [[ ! -x $mpi_bench ]]; then
-  command -v mpicc >/dev/null || { echo "compare_tcp.sh: neither $mpi_bench nor mpicc found" >&2; exit 2; }
-  mpi_bench=$log_dir/mpi-bench
-  mpicc -O2 -std=c11 -o "$mpi_bench" "$here/mpi/mpi_bench.c" -lm
+  command -v "$mpicc" >/dev/null || { echo "compare_tcp.sh: neither $mpi_bench nor $mpicc found" >&2; exit 2; }
+  mpi_bench=$log_dir/$(basename "$mpi_bench")
+  "$mpicc" -O2 -std=c11 -o "$mpi_bench" "$here/mpi/mpi_bench.c" -lm
 fi
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # ob1 + the tcp BTL on lo only: without "pml ob1" Open MPI may pick UCX, which
 # would use shared memory and ignore the btl list.
-mpirun_cmd=(mpirun -np 2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+mpirun_cmd=("$mpirun" -np 2 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 braidrun_cmd=("$braidrun" --no-prefix --timeout 300 -n 2)
 
 bytes_of() {

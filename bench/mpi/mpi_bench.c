@@ -6,6 +6,11 @@
  *   mpirun -np 2 mpi-bench pingpong -b 8 -e 64M -f 2
  *   mpirun -np 4 mpi-bench allreduce -b 8 -e 128M
  *
+ * bench/meson.build builds one binary per MPI installed, each with its own
+ * wrapper: mpi-bench-openmpi (mpicc.openmpi; run it with mpirun.openmpi) and
+ * mpi-bench-mpich (mpicc.mpich; mpiexec.mpich), or mpi-bench from a plain
+ * mpicc where neither exists.
+ *
  * Operations: pingpong (ranks 0 and 1: half a round trip of MPI_Send/MPI_Recv,
  * as osu_latency), allreduce, broadcast, allgather, reducescatter
  * (MPI_Reduce_scatter_block). Types: float (default), double, int32. Ops: sum,

@@ -15,6 +15,9 @@
 #include "common/socket.hpp"
 #include "shm/shm_transport.hpp"
 #include "tcp/tcp_transport.hpp"
+#if BRAID_HAVE_VERBS
+#include "verbs/verbs_transport.hpp"
+#endif
 
 namespace braid {
 
@@ -72,8 +75,17 @@ Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
   spin_ = std::chrono::microseconds(us >= 0 ? us : 50);
   spin_from_env_ = us >= 0;
   last_watchdog_ = Clock::now();
-  if (cfg_.backend != "tcp") shm_ = std::make_unique<ShmTransport>(*this, cfg_);
+  // [verbs] backend "verbs" sends everything over RDMA: no shared memory. (The
+  // TCP listener stays: the watchdog probes peers through it.)
+  if (cfg_.backend != "tcp" && cfg_.backend != "verbs") shm_ = std::make_unique<ShmTransport>(*this, cfg_);
   if (cfg_.backend != "shm") tcp_ = std::make_unique<TcpTransport>(*this, cfg_);
+#if BRAID_HAVE_VERBS
+  if (cfg_.backend == "verbs") verbs_ = std::make_unique<VerbsTransport>(*this, cfg_);
+  else if (cfg_.backend == "auto") verbs_ = VerbsTransport::try_create(*this, cfg_);
+  store_->set(fmt::format("verbs/{}", cfg_.rank), store::to_bytes(verbs_ ? verbs_->address() : std::string("-")));
+#else
+  store_->set(fmt::format("verbs/{}", cfg_.rank), store::to_bytes(std::string("-")));  // [verbs] none here
+#endif
   host_id_ = ShmTransport::host_identity();
   store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_ ? tcp_->address() : std::string()));
   store_->set(fmt::format("host/{}", cfg_.rank),
@@ -100,6 +112,9 @@ void Engine::set_local_ranks(int n) {
 void Engine::all_transports(const std::function<void(Transport&)>& f) {
   if (tcp_) f(*tcp_);
   if (shm_) f(*shm_);
+#if BRAID_HAVE_VERBS
+  if (verbs_) f(*verbs_);
+#endif
 }
 
 Engine::~Engine() {
@@ -139,6 +154,11 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   if (shm_ && shm_->poll()) timeout_ms = 0;
   const bool sleeping = timeout_ms != 0 && shm_ && shm_->prepare_sleep();
   if (timeout_ms != 0 && shm_ && !sleeping) timeout_ms = 0;
+#if BRAID_HAVE_VERBS
+  // [verbs] Completions are polled, not waited for, unless the CQ is armed.
+  if (verbs_ && verbs_->poll()) timeout_ms = 0;
+  if (timeout_ms != 0 && verbs_ && !verbs_->prepare_sleep()) timeout_ms = 0;
+#endif
   token_ = true;
   lk.unlock();
   epoll_event evs[64];
@@ -155,6 +175,9 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
     static_cast<EventSource*>(evs[i].data.ptr)->on_events(evs[i].events);
   }
   if (shm_) shm_->poll();
+#if BRAID_HAVE_VERBS
+  if (verbs_) verbs_->poll();  // [verbs]
+#endif
   cv_.notify_all();
 }
 
@@ -257,6 +280,37 @@ void Engine::ensure_connected(int peer, Deadline deadline) {
   // making progress while this one dials or maps.
   const HostRecord h = host_record(peer, Millis(deadline.poll_ms()));
   const bool same_host = h.host == host_id_;
+#if BRAID_HAVE_VERBS
+  // [verbs] Forced, or between hosts when the peer has a device too.
+  if (verbs_ && (cfg_.backend == "verbs" || !same_host)) {
+    const std::string vaddr =
+        store::to_string(store_->get(fmt::format("verbs/{}", peer), Millis(deadline.poll_ms())));
+    if (vaddr != "-") {
+      auto c = verbs_->dial(peer, vaddr, deadline);
+      if (!c) {
+        const int err = errno;
+        std::unique_lock lk(mu_);
+        if (err == ECONNREFUSED || err == ECONNRESET) {
+          abort_locked(peer, fmt::format("its verbs listener at {} refused the connection (the process "
+                                         "exited or was killed)", vaddr), true);
+          publish_abort(lk);
+          throw_aborted(lk);
+        }
+        throw Error(ErrorCode::Timeout,
+                    fmt::format("could not connect to rank {} at {}: {}", peer, vaddr, errno_text(err)), peer);
+      }
+      std::unique_lock lk(mu_);
+      if (abort_error_) throw_aborted(lk);
+      verbs_->adopt_dialed(peer, std::move(c));
+      route_[static_cast<std::size_t>(peer)] = verbs_.get();
+      BRAID_INFO("rank {}: RDMA verbs", peer);
+      return;
+    }
+    if (cfg_.backend == "verbs")
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("backend 'verbs': rank {} has no usable RDMA device", peer), peer);
+  }
+#endif
   if (shm_ && same_host) {
     std::string why;
     if (auto a = shm_->attach(peer, h.shm_address, &why)) {
@@ -462,7 +516,11 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
   std::vector<int> probe;
   for (int p = 0; p < cfg_.world_size; ++p)
     if (awaited_[static_cast<std::size_t>(p)] > 0 && p != cfg_.rank && !left_[static_cast<std::size_t>(p)] &&
-        !(tcp_ && tcp_->has_incoming(p)) && !(shm_ && shm_->watching(p)))
+        !(tcp_ && tcp_->has_incoming(p)) && !(shm_ && shm_->watching(p))
+#if BRAID_HAVE_VERBS
+        && !(verbs_ && verbs_->watching(p))  // [verbs]
+#endif
+        )
       probe.push_back(p);
   // The token is ours, so nobody else polls while the mutex is released.
   token_ = true;

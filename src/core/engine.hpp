@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/version.hpp"
 #include "common/fd.hpp"
 #include "common/time.hpp"
 #include "core/matcher.hpp"
@@ -42,6 +43,7 @@ namespace braid {
 class Transport;
 class TcpTransport;
 class ShmTransport;
+class VerbsTransport;
 class EventSource;
 
 struct EngineConfig {
@@ -159,6 +161,10 @@ class Engine {
   Matcher matcher_;
   std::unique_ptr<TcpTransport> tcp_;  // null when backend = "shm"
   std::unique_ptr<ShmTransport> shm_;  // null when backend = "tcp"
+#if BRAID_HAVE_VERBS
+  // [verbs] RDMA: backend "verbs", or "auto" with an active device (between hosts).
+  std::unique_ptr<VerbsTransport> verbs_;
+#endif
   std::vector<Transport*> route_;      // per peer, decided on the first send
   std::string host_id_;
   // The peer's published "host/<rank>" record: host identity and shm address.

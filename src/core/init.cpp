@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "braid/process_group.hpp"
+#include "braid/version.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "core/context.hpp"
@@ -88,7 +89,15 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
 
 void validate_backend(const std::string& b) {
   if (b == "auto" || b == "tcp" || b == "shm") return;
-  if (b == "verbs" || b == "cuda")
+#if BRAID_HAVE_VERBS
+  if (b == "verbs") return;
+#else
+  if (b == "verbs")
+    fail(ErrorCode::NotSupported,
+         "backend 'verbs' is not available: this Braid was built without the 'verbs' feature (libibverbs was "
+         "not found; install libibverbs-dev and reconfigure)");
+#endif
+  if (b == "cuda")
     fail(ErrorCode::NotSupported,
          "backend '{}' is not available in this version of Braid: expected 'auto', 'tcp' or 'shm'", b);
   fail(ErrorCode::InvalidArgument,

@@ -37,7 +37,8 @@ struct Unexpected {
   Transport* transport = nullptr;  // Rendezvous
   Connection* conn = nullptr;      // Rendezvous: where the announcement came from
   std::uint64_t send_token = 0;    // Rendezvous
-  std::uint64_t remote_addr = 0;   // Rendezvous over shared memory: the sender's buffer
+  std::uint64_t remote_addr = 0;   // Rendezvous over shared memory or RDMA: the sender's buffer
+  std::uint32_t remote_key = 0;    // Rendezvous over RDMA: its memory key (rkey)
   Request* local_send = nullptr;   // Local
 };
 

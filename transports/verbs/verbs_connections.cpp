@@ -1,0 +1,390 @@
+// VerbsTransport's connections: set-up through the handshake
+// (handshake.hpp), the liveness socket, failure, and teardown.
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "common/socket.hpp"
+#include "verbs_conn.hpp"
+
+namespace braid {
+
+using verbs::buffer_bytes;
+using verbs::kCreditBatch;
+using verbs::kCredits;
+using verbs::kHeader;
+using verbs::kSendWr;
+using verbs::WrKind;
+
+namespace {
+// After the liveness socket closes, how long a BYE may still be on its way
+// through the completion queue before the close counts as a crash.
+constexpr auto kEofGrace = std::chrono::milliseconds(200);
+// How long shutdown() waits for its BYEs to be acknowledged.
+constexpr auto kByeWait = std::chrono::milliseconds(2000);
+}  // namespace
+
+void VerbsTransport::setup_qp(Conn& c) {
+  const std::uint32_t depth = verbs::receive_depth(kCredits, kCreditBatch);
+  c.rx = std::make_unique<verbs::RecvRing>(pd_.get(), depth, buffer_bytes(eager_limit_));
+  c.qp = verbs::create_rc_qp(*dev_, pd_.get(), cq_.get(), {kSendWr, depth});
+  for (std::uint32_t i = 0; i < depth; ++i)
+    if (int err = c.rx->post(c.qp.get(), i, verbs::wr_id(WrKind::Recv, c.id, i)))
+      fail(ErrorCode::Transport, "verbs: cannot post receive buffers: {}", errno_text(err));
+  c.local = verbs::local_endpoint(*dev_, c.qp.get(), verbs::random_psn());
+  c.sq_free = kSendWr;
+}
+
+void VerbsTransport::start_flow(Conn& c, const verbs::HelloFields& remote) {
+  c.credits.start(remote.credits, kCredits, kCreditBatch);
+  c.eager_limit = std::min<std::size_t>(eager_limit_, remote.recv_bytes - kHeader);
+  c.read_limit = std::min(c.local.rd_atom, remote.endpoint.rd_atom);
+  c.state = Conn::State::Ready;
+  live_[c.id] = &c;
+}
+
+void VerbsTransport::ConnDeleter::operator()(Conn* c) const { delete c; }
+
+VerbsTransport::DialedConn VerbsTransport::dial(int peer, const std::string& address, Deadline deadline) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  DialedConn c(new Conn(*this, peer, true));
+  setup_qp(*c);
+  const net::SockAddr sa = net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+  Fd fd = net::connect_once(sa, deadline);
+  if (!fd.valid()) return nullptr;
+  net::set_nodelay(fd.get());
+  verbs::HelloFields f;
+  f.job_id = cfg_.job_id;
+  f.rank = cfg_.rank;
+  f.world_size = cfg_.world_size;
+  f.endpoint = c->local;
+  f.credits = kCredits;
+  f.recv_bytes = c->rx->bytes();
+  const verbs::Hello req = verbs::make_hello(verbs::HelloKind::Request, f);
+  net::write_all(fd.get(), &req, sizeof req, deadline, fmt::format("rank {}", peer));
+  net::set_nonblocking(fd.get());
+  c->sock = std::move(fd);
+  c->state = Conn::State::AwaitAccept;
+  return c;
+}
+
+void VerbsTransport::adopt_dialed(int peer, DialedConn c) {
+  Conn& ref = *c;
+  out_[static_cast<std::size_t>(peer)] = &ref;
+  conns_.push_back(std::unique_ptr<Conn>(c.release()));
+  // Its receives are posted, but nothing arrives before it is Ready: the
+  // peer sends on this QP only in answer to us.
+  live_[ref.id] = &ref;
+  e_.add_fd(ref.sock.get(), &ref, EPOLLIN);
+  ref.in_epoll = true;
+}
+
+void VerbsTransport::on_events(std::uint32_t) {
+  // The listener: accept everything pending; the request names the peer.
+  for (;;) {
+    int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) BRAID_WARN("verbs: accept failed: {}", errno_text());
+      return;
+    }
+    net::set_nodelay(fd);
+    auto c = std::make_unique<Conn>(*this, -1, false);
+    c->sock = Fd(fd);
+    e_.add_fd(fd, c.get(), EPOLLIN);
+    c->in_epoll = true;
+    conns_.push_back(std::move(c));
+  }
+}
+
+void VerbsTransport::accept_request(Conn& c) {
+  const verbs::Hello& h = c.reader.hello();
+  const std::string bad = verbs::check_hello(h, verbs::HelloKind::Request, cfg_.job_id, cfg_.world_size, cfg_.rank, -1);
+  if (!bad.empty()) {
+    BRAID_WARN("verbs: dropping a connection with a bad request: {}", bad);
+    retire(c);
+    return;
+  }
+  const verbs::HelloFields remote = verbs::fields_of(h);
+  Conn*& slot = in_[static_cast<std::size_t>(remote.rank)];
+  if (slot) {
+    BRAID_WARN("verbs: dropping a second connection from rank {}", remote.rank);
+    retire(c);
+    return;
+  }
+  c.peer = remote.rank;
+  try {
+    setup_qp(c);
+    verbs::connect_qp(c.qp.get(), *dev_, c.local, remote.endpoint);
+  } catch (const Error& e) {
+    conn_failed(c, fmt::format("could not set up a verbs connection with it: {}", e.what()));
+    return;
+  }
+  verbs::HelloFields f;
+  f.job_id = cfg_.job_id;
+  f.rank = cfg_.rank;
+  f.world_size = cfg_.world_size;
+  f.endpoint = c.local;
+  f.credits = kCredits;
+  f.recv_bytes = c.rx->bytes();
+  const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, f);
+  // 64 bytes into a fresh socket: the kernel takes them at once.
+  if (::send(c.sock.get(), &ack, sizeof ack, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof ack)) {
+    conn_failed(c, fmt::format("could not answer its connection request: {}", errno_text()));
+    return;
+  }
+  slot = &c;
+  start_flow(c, remote);
+  BRAID_INFO("verbs: rank {} connected (QPN {} -> {})", c.peer, remote.endpoint.qpn, c.local.qpn);
+}
+
+void VerbsTransport::finish_dial(Conn& c) {
+  const verbs::Hello& h = c.reader.hello();
+  const std::string bad =
+      verbs::check_hello(h, verbs::HelloKind::Accept, cfg_.job_id, cfg_.world_size, cfg_.rank, c.peer);
+  if (!bad.empty()) {
+    conn_failed(c, fmt::format("answered the verbs connection request wrongly: {}", bad));
+    return;
+  }
+  const verbs::HelloFields remote = verbs::fields_of(h);
+  try {
+    verbs::connect_qp(c.qp.get(), *dev_, c.local, remote.endpoint);
+  } catch (const Error& e) {
+    conn_failed(c, e.what());
+    return;
+  }
+  start_flow(c, remote);
+  BRAID_INFO("verbs: connected to rank {} (QPN {} -> {})", c.peer, c.local.qpn, remote.endpoint.qpn);
+  flush(c);
+}
+
+bool VerbsTransport::connected(int peer) const {
+  const Conn* c = out_[static_cast<std::size_t>(peer)];
+  return c && c->usable();
+}
+
+bool VerbsTransport::watching(int peer) const {
+  for (const auto& c : conns_)
+    if (c->peer == peer && c->in_epoll) return true;
+  return false;
+}
+
+VerbsTransport::Conn* VerbsTransport::live(std::uint32_t id) {
+  auto it = live_.find(id);
+  return it == live_.end() ? nullptr : it->second;
+}
+
+// --- the liveness socket -----------------------------------------------------
+
+void VerbsTransport::on_socket(Conn& c, std::uint32_t) {
+  using S = Conn::State;
+  if (c.state == S::AwaitRequest || c.state == S::AwaitAccept) {
+    switch (c.reader.read_from(c.sock.get())) {
+      case verbs::HelloReader::Result::More:
+        return;
+      case verbs::HelloReader::Result::Done:
+        if (c.state == S::AwaitRequest) accept_request(c);
+        else finish_dial(c);
+        return;
+      case verbs::HelloReader::Result::Closed:
+      case verbs::HelloReader::Result::Failed:
+        if (c.state == S::AwaitRequest) retire(c);  // a probe, or a stray
+        else conn_failed(c, "its verbs listener closed the connection during the handshake (the process exited or was killed)");
+        return;
+    }
+  }
+  if (c.state != S::Ready) return;
+  char byte;
+  const ssize_t n = ::recv(c.sock.get(), &byte, 1, 0);
+  if (n > 0) {
+    malformed(c, "bytes on its verbs control socket after the handshake");
+  } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    on_eof(c);
+  }
+}
+
+void VerbsTransport::on_eof(Conn& c) {
+  if (c.in_epoll) {
+    e_.del_fd(c.sock.get());
+    c.in_epoll = false;
+  }
+  // Messages it sent before closing (a BYE among them) may still be in the
+  // completion queue: take them first.
+  drain_cq();
+  if (c.state != Conn::State::Ready) return;
+  if (c.bye_seen) {
+    closed_cleanly(c);
+    return;
+  }
+  c.state = Conn::State::Eof;
+  c.eof_deadline = Clock::now() + kEofGrace;
+  dirty_ = true;
+}
+
+// --- failure and teardown ------------------------------------------------------
+
+void VerbsTransport::malformed(Conn& c, const std::string& what) {
+  conn_failed(c, fmt::format("it sent a malformed verbs message ({})", what));
+}
+
+void VerbsTransport::conn_failed(Conn& c, const std::string& why) {
+  if (c.state == Conn::State::Closed) return;
+  if (c.peer < 0) {
+    retire(c);
+    return;
+  }
+  // The job aborts: every request, this connection's included, fails with
+  // the one abort error, which names the peer. (If the job had already
+  // aborted, nothing else retires this connection.)
+  e_.peer_failed(c.peer, why);
+  retire(c);
+}
+
+void VerbsTransport::fail_requests_of(Conn& c, const std::exception_ptr& e) {
+  for (auto& o : c.pending) {
+    if (o.kind == Outgoing::Kind::Data && o.r) {
+      o.r->queued = false;
+      e_.complete(*o.r, e);
+    }
+  }
+  c.pending.clear();
+  for (auto it = rts_out_.begin(); it != rts_out_.end();) {
+    if (it->second.conn != c.id) {
+      ++it;
+      continue;
+    }
+    if (it->second.r) e_.complete(*it->second.r, e);
+    cache_->release(it->second.mr);
+    it = rts_out_.erase(it);
+  }
+  for (auto it = reads_.begin(); it != reads_.end();) {
+    if (it->second.conn != c.id) {
+      ++it;
+      continue;
+    }
+    if (it->second.r) e_.complete(*it->second.r, e);
+    cache_->release(it->second.mr);
+    it = reads_.erase(it);
+  }
+}
+
+void VerbsTransport::closed_cleanly(Conn& c) {
+  const int peer = c.peer;
+  // Only the peer's own (dialed) connection carries its messages to us.
+  if (c.dialed) {
+    fail_requests_of(c, std::make_exception_ptr(Error(
+        ErrorCode::PeerFailure,
+        fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", peer), peer)));
+    retire(c);
+    return;
+  }
+  fail_requests_of(c, std::make_exception_ptr(Error(
+      ErrorCode::PeerFailure,
+      fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer)));
+  retire(c);
+  e_.peer_left(peer);
+}
+
+void VerbsTransport::retire(Conn& c) {
+  if (c.state == Conn::State::Closed) return;
+  // Stop the HCA first: after this it touches none of the connection's
+  // buffers, nor the user buffers of its READs.
+  if (c.qp) verbs::qp_to_error(c.qp.get());
+  fail_requests_of(c, std::make_exception_ptr(Error(
+      ErrorCode::PeerFailure, fmt::format("the verbs connection to rank {} was closed", c.peer), c.peer)));
+  c.state = Conn::State::Closed;
+  dirty_ = true;  // poll() may have skipped a connection while this one left the list
+  if (c.in_epoll) {
+    e_.del_fd(c.sock.get());
+    c.in_epoll = false;
+  }
+  c.sock.reset();
+  live_.erase(c.id);
+  slots_->release_owned_by(c.id);
+  if (c.peer >= 0) {
+    if (out_[static_cast<std::size_t>(c.peer)] == &c) out_[static_cast<std::size_t>(c.peer)] = nullptr;
+    if (in_[static_cast<std::size_t>(c.peer)] == &c) in_[static_cast<std::size_t>(c.peer)] = nullptr;
+  }
+  for (auto it = conns_.begin(); it != conns_.end(); ++it)
+    if (it->get() == &c) {
+      retired_.push_back(std::move(*it));
+      conns_.erase(it);
+      break;
+    }
+}
+
+void VerbsTransport::drop_peer(int peer) {
+  std::vector<Conn*> doomed;
+  for (auto& c : conns_)
+    if (c->peer == peer) doomed.push_back(c.get());
+  for (Conn* c : doomed) retire(*c);
+}
+
+void VerbsTransport::fail_all(const std::exception_ptr& e) {
+  for (auto& c : conns_) {
+    // A READ still in flight would write into a buffer its caller gets back
+    // with the error: stop the QP (its flush then retires it quietly).
+    bool reading = false;
+    for (auto& [id, op] : reads_)
+      if (op.conn == c->id && op.chunks_posted > op.chunks_done) reading = true;
+    if (reading && c->qp) {
+      c->stop_reason = "the job aborted while it was being read from";
+      verbs::qp_to_error(c->qp.get());
+    }
+    fail_requests_of(*c, e);
+  }
+}
+
+void VerbsTransport::shutdown() {
+  if (shut_) return;
+  // Goodbye on every connection, after whatever is queued on it; then wait
+  // (bounded) until each BYE is acknowledged, which also means every
+  // message before it was delivered. A connection still waiting for its
+  // peer's answer takes it first: the peer already counts it as connected.
+  std::vector<Conn*> bye_owed;
+  const Deadline deadline = Deadline::after(kByeWait);
+  for (;;) {
+    for (std::size_t i = 0; i < conns_.size(); ++i) {
+      Conn& c = *conns_[i];
+      if (c.state == Conn::State::AwaitAccept) on_socket(c, EPOLLIN);
+      if (c.state == Conn::State::Ready && std::find(bye_owed.begin(), bye_owed.end(), &c) == bye_owed.end()) {
+        bye_owed.push_back(&c);
+        enqueue(c, Outgoing{Outgoing::Kind::Bye});
+      }
+    }
+    poll();
+    // A peer that said goodbye itself may be gone: its ACK need not come.
+    bool waiting = false;
+    for (auto& c : conns_)
+      if (c->state == Conn::State::AwaitAccept || (c->state == Conn::State::Ready && !c->bye_acked && !c->bye_seen))
+        waiting = true;
+    if (!waiting || deadline.expired()) break;
+    if (prepare_sleep()) {
+      pollfd p{channel_->fd, POLLIN, 0};
+      ::poll(&p, 1, std::min(deadline.poll_ms(), 10));
+      on_cq_event();
+    }
+  }
+  shut_ = true;
+  while (!conns_.empty()) retire(*conns_.back());
+  e_.del_fd(channel_->fd);
+  e_.del_fd(listen_fd_.get());
+  listen_fd_.reset();
+  const auto& s = cache_->stats();
+  BRAID_INFO("verbs: registration cache: {} hits, {} misses, {} stale, {} evicted", s.hits, s.misses, s.stale,
+             s.evicted);
+}
+
+void VerbsTransport::reap() { retired_.clear(); }
+
+}  // namespace braid

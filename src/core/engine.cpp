@@ -444,12 +444,7 @@ void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline dea
 void Engine::deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned) {
   r.source = u.src;
   if (u.bytes > r.bytes) {
-    complete(r, std::make_exception_ptr(Error(
-        ErrorCode::InvalidArgument,
-        fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of "
-                    "{} bytes: receive sizes must be at least the send size",
-                    u.bytes, u.src, u.env.tag, r.bytes),
-        u.src)));
+    complete(r, truncation_error(u.bytes, u.src, u.env.tag, r.bytes));
     if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
     else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
       u.transport->claim(std::move(owned), nullptr);

@@ -1,8 +1,21 @@
 #include "core/matcher.hpp"
 
+#include <fmt/core.h>
+
+#include "braid/error.hpp"
 #include "braid/ops.hpp"
 
 namespace braid {
+
+std::exception_ptr truncation_error(std::size_t message_bytes, int src, std::int64_t tag,
+                                    std::size_t buffer_bytes) {
+  return std::make_exception_ptr(Error(
+      ErrorCode::InvalidArgument,
+      fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} bytes: "
+                  "receive sizes must be at least the send size",
+                  message_bytes, src, tag, buffer_bytes),
+      src));
+}
 
 bool Matcher::matches(const Request& r, int src, const Envelope& env) {
   return r.env.ctx == env.ctx && r.env.tag == env.tag && (r.peer == ANY_SOURCE || r.peer == src);

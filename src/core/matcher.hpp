@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 
 #include "core/request.hpp"
@@ -41,6 +42,11 @@ struct Unexpected {
   std::uint32_t remote_key = 0;    // Rendezvous over RDMA: its memory key (rkey)
   Request* local_send = nullptr;   // Local
 };
+
+// The error of a receive whose buffer is smaller than the message that
+// matched it (the message is consumed and dropped; the sender is not told).
+std::exception_ptr truncation_error(std::size_t message_bytes, int src, std::int64_t tag,
+                                    std::size_t buffer_bytes);
 
 class Matcher {
  public:

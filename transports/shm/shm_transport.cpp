@@ -254,11 +254,7 @@ void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std:
   if (Request* r = e_.matcher().take_posted(src, env)) {
     r->source = src;
     if (bytes > r->bytes) {
-      e_.complete(*r, std::make_exception_ptr(Error(
-          ErrorCode::InvalidArgument,
-          fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} "
-                      "bytes: receive sizes must be at least the send size", bytes, src, h.tag, r->bytes),
-          src)));
+      e_.complete(*r, truncation_error(bytes, src, h.tag, r->bytes));
       return;
     }
     if (bytes) std::memcpy(r->buf, payload, bytes);
@@ -283,11 +279,7 @@ void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
   if (Request* r = e_.matcher().take_posted(src, env)) {
     r->source = src;
     if (h.bytes > r->bytes) {
-      e_.complete(*r, std::make_exception_ptr(Error(
-          ErrorCode::InvalidArgument,
-          fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} "
-                      "bytes: receive sizes must be at least the send size", h.bytes, src, h.tag, r->bytes),
-          src)));
+      e_.complete(*r, truncation_error(h.bytes, src, h.tag, r->bytes));
       r = nullptr;
     } else {
       r->received = static_cast<std::size_t>(h.bytes);

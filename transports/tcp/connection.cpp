@@ -245,12 +245,7 @@ void Connection::handle_header() {
         r->source = peer_;
         if (bytes > r->bytes) {
           // The receive fails; the message is consumed and dropped.
-          t_.engine().complete(*r, std::make_exception_ptr(Error(
-              ErrorCode::InvalidArgument,
-              fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive "
-                          "buffer of {} bytes: receive sizes must be at least the send size",
-                          bytes, peer_, h.tag, r->bytes),
-              peer_)));
+          t_.engine().complete(*r, truncation_error(bytes, peer_, h.tag, r->bytes));
           rstate_ = ReadState::Discard;
         } else {
           r->received = bytes;

@@ -153,12 +153,7 @@ void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
   }
   if (bytes > r->bytes) {
     r->source = c.peer();
-    e_.complete(*r, std::make_exception_ptr(Error(
-        ErrorCode::InvalidArgument,
-        fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer "
-                    "of {} bytes: receive sizes must be at least the send size",
-                    bytes, c.peer(), h.tag, r->bytes),
-        c.peer())));
+    e_.complete(*r, truncation_error(bytes, c.peer(), h.tag, r->bytes));
     r = nullptr;
   }
   send_cts(c, r, h.id, bytes);

@@ -45,11 +45,7 @@ void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
   }
   r->source = c.peer;
   if (bytes > r->bytes) {
-    e_.complete(*r, std::make_exception_ptr(Error(
-        ErrorCode::InvalidArgument,
-        fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} bytes: "
-                    "receive sizes must be at least the send size", bytes, c.peer, h.tag, r->bytes),
-        c.peer)));
+    e_.complete(*r, truncation_error(bytes, c.peer, h.tag, r->bytes));
     send_fin(c, h.token, verbs::kFinDropped);
     return;
   }

@@ -231,11 +231,7 @@ void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8
   if (Request* r = e_.matcher().take_posted(c.peer, env)) {
     r->source = c.peer;
     if (bytes > r->bytes) {
-      e_.complete(*r, std::make_exception_ptr(Error(
-          ErrorCode::InvalidArgument,
-          fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} bytes: "
-                      "receive sizes must be at least the send size", bytes, c.peer, h.tag, r->bytes),
-          c.peer)));
+      e_.complete(*r, truncation_error(bytes, c.peer, h.tag, r->bytes));
       return;
     }
     if (bytes) std::memcpy(r->buf, payload, bytes);

@@ -15,7 +15,7 @@ using braid::ReduceOp;
 const char* const kUsage =
     "usage: braidrun -n N braid-bench COLLECTIVE [options]\n"
     "COLLECTIVE: allreduce broadcast reduce allgather gather scatter reducescatter alltoall\n"
-    "            sendrecv pingpong barrier all\n"
+    "            sendrecv pingpong barrier all; bw (ranks 0 and 1, not part of all)\n"
     "  -b, --minbytes SIZE     smallest size (K/M/G suffixes; default 32M)\n"
     "  -e, --maxbytes SIZE     largest size (default 32M)\n"
     "  -f, --stepfactor F      multiply the size by F each step (default 2)\n"
@@ -30,13 +30,16 @@ const char* const kUsage =
     "  --algo NAME             force an algorithm (OpOptions::algorithm); not with 'all', where\n"
     "                          BRAID_ALGO='allreduce:ring;broadcast:tree' does the same per collective\n"
     "  --backend NAME          InitOptions::backend (default auto)\n"
+    "  --window W              bw: messages in flight per iteration (default 64)\n"
     "  --timeout SECONDS       deadline for every wait, init included (default 300)\n"
     "  --json FILE, --csv FILE also write the figures there (rank 0)\n"
     "  -h, --help              this text\n"
     "Sizes, counts and bus bandwidth follow nccl-tests: 'size' is the larger of a rank's input and\n"
     "output, algbw = size / time, busbw = algbw x (2(n-1)/n allreduce; (n-1)/n allgather,\n"
     "reducescatter, alltoall, gather, scatter; 1 otherwise). pingpong runs between ranks 0 and 1;\n"
-    "its time is half a round trip.\n";
+    "its time is half a round trip.\n"
+    "bw is osu_bw / ib_write_bw: per iteration rank 0 posts W isends of the size to rank 1, rank 1\n"
+    "W irecvs, then rank 1 acks with 1 byte; time is per message, algbw = W x size x iters / time.\n";
 
 namespace {
 
@@ -145,15 +148,15 @@ std::optional<Args> parse_args(int argc, char** argv) {
   }
   if (v.empty() || v[0].starts_with("-"))
     bad("the first argument must name the collective: allreduce, broadcast, reduce, allgather, gather, "
-        "scatter, reducescatter, alltoall, sendrecv, pingpong, barrier or all (see --help)");
+        "scatter, reducescatter, alltoall, sendrecv, pingpong, barrier, bw or all (see --help)");
   const std::string coll = v[0];
   if (coll == "all") {
     a.collectives = kAll;
-  } else if (std::find(kAll.begin(), kAll.end(), coll) != kAll.end()) {
+  } else if (coll == "bw" || std::find(kAll.begin(), kAll.end(), coll) != kAll.end()) {
     a.collectives = {coll};
   } else {
     bad(fmt::format("unknown collective '{}': expected one of allreduce, broadcast, reduce, allgather, "
-                    "gather, scatter, reducescatter, alltoall, sendrecv, pingpong, barrier, all", coll));
+                    "gather, scatter, reducescatter, alltoall, sendrecv, pingpong, barrier, bw, all", coll));
   }
 
   for (std::size_t i = 1; i < v.size(); ++i) {
@@ -180,6 +183,7 @@ std::optional<Args> parse_args(int argc, char** argv) {
     else if (f == "-a" || f == "--average") a.average = parse_int(f, value(), 0, 3);
     else if (f == "--algo") a.algo = value();
     else if (f == "--backend") a.backend = value();
+    else if (f == "--window") a.window = parse_int(f, value(), 1, 1 << 16);
     else if (f == "--timeout") a.timeout_s = parse_int(f, value(), 1, 1 << 24);
     else if (f == "--json") a.json_path = value();
     else if (f == "--csv") a.csv_path = value();

@@ -32,6 +32,7 @@ struct Args {
   std::string backend = "auto";
   std::string json_path, csv_path;
   int timeout_s = 300;
+  int window = 64;  // bw: messages in flight per iteration
 };
 
 // Parses argv. On -h prints the usage and returns nullopt (exit 0); on a bad

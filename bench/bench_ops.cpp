@@ -1,7 +1,7 @@
 // The benchmarked operations. In-place forms follow nccl-tests: the input is
 // the output buffer (allreduce, broadcast, reduce) or this rank's block of the
 // larger buffer (allgather, gather: input = output[rank]; reducescatter,
-// scatter: output = input[rank]). alltoall, sendrecv and pingpong have none.
+// scatter: output = input[rank]). alltoall, sendrecv, pingpong and bw have none.
 #include "bench_ops.hpp"
 
 #include <cstdlib>
@@ -365,6 +365,59 @@ class PingPong final : public Op {
   }
 };
 
+// --- bw: rank 0 streams a window of sends to rank 1 (osu_bw, ib_write_bw) ----------
+// Per run(): rank 0 posts `window` isends of the message to rank 1, rank 1 posts
+// as many irecvs, both wait for all of them, then rank 1 sends rank 0 a 1-byte
+// ack (so rank 0's next window cannot start before rank 1 has everything).
+// time_divisor() = window: the reported time is per message, so algbw =
+// window * size * iters / elapsed. All receives of a window land in the same
+// buffer (as osu_bw does); every message carries the same data, so the buffer
+// after the check run holds rank 0's input exactly when the last receive (and
+// every other one) delivered it.
+class Bandwidth final : public Op {
+ public:
+  explicit Bandwidth(int window) : window_(window) {}
+  const char* name() const override { return "bw"; }
+  Layout layout(std::uint64_t s, std::size_t es, int) const override { return flat(s, es); }
+  double bus_factor(int) const override { return 1; }
+  bool has_in_place() const override { return false; }
+  int min_ranks() const override { return 2; }
+  double time_divisor() const override { return window_; }
+  void run(Ctx& c, bool) const override {
+    const auto n = c.lay.count;
+    braid::OpOptions async = c.opts;
+    async.async_op = true;
+    async.algorithm = nullptr;
+    braid::OpOptions sync = async;
+    sync.async_op = false;
+    std::uint8_t ack = 0;
+    if (c.rank > 1) return;
+    std::vector<braid::Work> w;
+    w.reserve(static_cast<std::size_t>(window_));
+    if (c.rank == 0) {
+      for (int i = 0; i < window_; ++i) w.push_back(braid::isend(c.send_t(0, n), 1, async));
+      for (auto& x : w) x.wait();
+      braid::recv(braid::tensor(&ack, 1), 1, sync);
+    } else {
+      for (int i = 0; i < window_; ++i) w.push_back(braid::irecv(c.recv_t(0, n), 0, async));
+      for (auto& x : w) x.wait();
+      braid::send(braid::tensor(&ack, 1), 0, sync);
+    }
+  }
+  void fill(Ctx& c, bool) const override {
+    if (c.rank == 0) put(c, c.send.bytes(), c.lay.count, 0, 0);
+    if (c.rank == 1) poison_elems(c, c.recv.bytes(), c.lay.count);
+  }
+  std::int64_t check(Ctx& c, bool) const override {
+    if (c.rank == 1) return moved(c, c.recv.bytes(), c.lay.count, 0, 0);
+    if (c.rank == 0) return moved(c, c.send.bytes(), c.lay.count, 0, 0);
+    return 0;
+  }
+
+ private:
+  int window_;
+};
+
 // --- barrier ----------------------------------------------------------------------
 class Barrier final : public Op {
  public:
@@ -380,7 +433,7 @@ class Barrier final : public Op {
 
 }  // namespace
 
-std::unique_ptr<Op> make_op(const std::string& name) {
+std::unique_ptr<Op> make_op(const std::string& name, int window) {
   if (name == "allreduce") return std::make_unique<AllReduce>();
   if (name == "broadcast") return std::make_unique<Broadcast>();
   if (name == "reduce") return std::make_unique<Reduce>();
@@ -392,6 +445,7 @@ std::unique_ptr<Op> make_op(const std::string& name) {
   if (name == "sendrecv") return std::make_unique<SendRecv>();
   if (name == "pingpong") return std::make_unique<PingPong>();
   if (name == "barrier") return std::make_unique<Barrier>();
+  if (name == "bw") return std::make_unique<Bandwidth>(window);
   return nullptr;
 }
 

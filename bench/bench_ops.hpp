@@ -83,7 +83,7 @@ class Op {
   virtual std::int64_t check(Ctx& c, bool in_place) const = 0;
 };
 
-// nullptr for an unknown name.
-std::unique_ptr<Op> make_op(const std::string& name);
+// nullptr for an unknown name. `window`: messages in flight per iteration of bw.
+std::unique_ptr<Op> make_op(const std::string& name, int window = 64);
 
 }  // namespace bench

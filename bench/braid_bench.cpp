@@ -93,7 +93,7 @@ int run(const Args& a) {
   std::FILE* out = stdout;
 
   std::vector<std::unique_ptr<Op>> ops;
-  for (const auto& name : a.collectives) ops.push_back(make_op(name));
+  for (const auto& name : a.collectives) ops.push_back(make_op(name, a.window));
   const bool any_rooted = std::any_of(ops.begin(), ops.end(), [](const auto& o) { return o->rooted(); });
   if (any_rooted && a.root >= n) {
     if (lead) fmt::print(stderr, "braid-bench: -r {}: expected a root rank in 0..{}\n", a.root, n - 1);

@@ -48,6 +48,15 @@ class Transport {
   virtual void fail_all(const std::exception_ptr& e) = 0;
   // Frees what was retired; called when no progress round is in flight.
   virtual void reap() {}
+  // Progress that no file descriptor announces (shared-memory rings, a
+  // completion queue): called on every progress round. True if anything
+  // happened.
+  virtual bool poll() { return false; }
+  // Before the engine sleeps in epoll_wait: arrange to be woken through an
+  // fd in the epoll set. False if work arrived meanwhile (do not sleep).
+  virtual bool prepare_sleep() { return true; }
+  // After that sleep (called on every transport, prepared or not).
+  virtual void after_sleep() {}
 };
 
 }  // namespace braid

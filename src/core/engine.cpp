@@ -151,21 +151,22 @@ void Engine::kick() {
 void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   // Nobody is inside epoll_wait now, so closed connections can be freed.
   all_transports([](Transport& t) { t.reap(); });
-  if (shm_ && shm_->poll()) timeout_ms = 0;
-  const bool sleeping = timeout_ms != 0 && shm_ && shm_->prepare_sleep();
-  if (timeout_ms != 0 && shm_ && !sleeping) timeout_ms = 0;
-#if BRAID_HAVE_VERBS
-  // [verbs] Completions are polled, not waited for, unless the CQ is armed.
-  if (verbs_ && verbs_->poll()) timeout_ms = 0;
-  if (timeout_ms != 0 && verbs_ && !verbs_->prepare_sleep()) timeout_ms = 0;
-#endif
+  bool busy = false;
+  all_transports([&](Transport& t) { busy |= t.poll(); });
+  if (busy) timeout_ms = 0;
+  // Transports that are not fd-driven arrange a wake-up through one before
+  // we sleep (shared memory: the doorbell flag; verbs: arming the CQ).
+  const bool sleeping = timeout_ms != 0;
+  if (sleeping) all_transports([&](Transport& t) {
+      if (!t.prepare_sleep()) timeout_ms = 0;
+    });
   token_ = true;
   lk.unlock();
   epoll_event evs[64];
   int n = ::epoll_wait(epoll_.get(), evs, 64, timeout_ms);
   lk.lock();
   token_ = false;
-  if (sleeping) shm_->after_sleep();
+  if (sleeping) all_transports([](Transport& t) { t.after_sleep(); });
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.ptr == nullptr) {
       std::uint64_t v;
@@ -174,10 +175,7 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
     }
     static_cast<EventSource*>(evs[i].data.ptr)->on_events(evs[i].events);
   }
-  if (shm_) shm_->poll();
-#if BRAID_HAVE_VERBS
-  if (verbs_) verbs_->poll();  // [verbs]
-#endif
+  all_transports([](Transport& t) { t.poll(); });
   cv_.notify_all();
 }
 

@@ -69,11 +69,11 @@ class ShmTransport final : public Transport {
 
   // Drains inbound rings and retries records that found a ring full. True
   // if anything happened. Called by the engine on every progress round.
-  bool poll();
+  bool poll() override;
   // The sleep handshake (see above). prepare_sleep() returns false when
   // work arrived meanwhile: do not sleep.
-  bool prepare_sleep();
-  void after_sleep();
+  bool prepare_sleep() override;
+  void after_sleep() override;
   // Is `pid` (a peer's) gone? For the engine's watchdog.
   static bool process_gone(pid_t pid);
 

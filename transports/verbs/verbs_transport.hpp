@@ -105,10 +105,10 @@ class VerbsTransport final : public Transport, private EventSource {
 
   // Polls the completion queue and moves queued work; true if anything
   // happened. Called by the engine on every progress round.
-  bool poll();
+  bool poll() override;
   // Arms the completion channel before the engine sleeps in epoll; false
   // when work arrived meanwhile (do not sleep).
-  bool prepare_sleep();
+  bool prepare_sleep() override;
 
   std::size_t eager_limit() const { return eager_limit_; }
   const verbs::RegCache& reg_cache() const { return *cache_; }

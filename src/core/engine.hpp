@@ -99,6 +99,10 @@ class Engine {
   void add_fd(int fd, EventSource* src, std::uint32_t events);
   void mod_fd(int fd, EventSource* src, std::uint32_t events);
   void del_fd(int fd);
+  // A whole message arrived from `src` in transport memory (a ring slot, a
+  // receive buffer): into the first matching posted receive, else kept as an
+  // unexpected message (a copy) for a later one.
+  void deliver_arrived(int src, const Envelope& env, const void* payload, std::size_t bytes, Transport* from);
   // Delivers an unexpected message to receive r (copy, or pull).
   void deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned);
 

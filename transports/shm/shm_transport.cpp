@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/env.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 
@@ -26,14 +27,9 @@ int pidfd_getfd(int pidfd, int fd) { return static_cast<int>(::syscall(SYS_pidfd
 std::size_t eager_limit_from_env() {
   // Up to 16 KiB two copies through the ring beat a system call plus page
   // pinning (process_vm_readv); above it one copy wins.
-  const char* v = std::getenv("BRAID_SHM_EAGER_LIMIT");
-  if (!v || !*v) return 16 * 1024;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end != '\0' || n > shm::kRingBytes / 4)
-    fail(ErrorCode::InvalidArgument, "BRAID_SHM_EAGER_LIMIT='{}' is not valid: expected a byte count up to {}",
-         v, shm::kRingBytes / 4);
-  return static_cast<std::size_t>(n);
+  static_assert(shm::kRingBytes / 4 == 65536, "keep the message's limit in step");
+  return static_cast<std::size_t>(env_integer("BRAID_SHM_EAGER_LIMIT", 0, shm::kRingBytes / 4,
+                                              "a byte count up to 65536").value_or(16 * 1024));
 }
 
 class Doorbell final : public EventSource {
@@ -249,29 +245,7 @@ void ShmTransport::send(Request& r) {
 }
 
 void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload) {
-  const Envelope env{h.ctx, h.tag};
-  const auto bytes = static_cast<std::size_t>(h.bytes);
-  if (Request* r = e_.matcher().take_posted(src, env)) {
-    r->source = src;
-    if (bytes > r->bytes) {
-      e_.complete(*r, truncation_error(bytes, src, h.tag, r->bytes));
-      return;
-    }
-    if (bytes) std::memcpy(r->buf, payload, bytes);
-    r->received = bytes;
-    e_.complete(*r);
-    return;
-  }
-  auto u = std::make_unique<Unexpected>();
-  u->kind = Unexpected::Kind::Eager;
-  u->src = src;
-  u->env = env;
-  u->bytes = bytes;
-  u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
-  if (bytes) std::memcpy(u->data.get(), payload, bytes);
-  u->arrived = bytes;
-  u->transport = this;
-  e_.matcher().add_unexpected(std::move(u));
+  e_.deliver_arrived(src, Envelope{h.ctx, h.tag}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {

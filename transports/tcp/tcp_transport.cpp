@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "braid/ops.hpp"
+#include "common/env.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
@@ -17,14 +18,8 @@ namespace {
 std::size_t eager_limit_from_env() {
   // 64 KiB: past it the extra round trip of the rendezvous costs less than
   // copying an unexpected message, and unexpected memory stays bounded.
-  const char* v = std::getenv("BRAID_TCP_EAGER_LIMIT");
-  if (!v || !*v) return 64 * 1024;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end != '\0' || n > (4u << 20))
-    fail(ErrorCode::InvalidArgument,
-         "BRAID_TCP_EAGER_LIMIT='{}' is not valid: expected a byte count up to 4194304", v);
-  return static_cast<std::size_t>(n);
+  return static_cast<std::size_t>(env_integer("BRAID_TCP_EAGER_LIMIT", 0, 4 << 20,
+                                              "a byte count up to 4194304").value_or(64 * 1024));
 }
 }  // namespace
 

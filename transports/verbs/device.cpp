@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/env.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 
@@ -155,13 +156,8 @@ const char* port_state_name(ibv_port_state s) {
 
 // BRAID_IB_GID_INDEX, or -1 when unset.
 int gid_index_from_env() {
-  const char* v = std::getenv("BRAID_IB_GID_INDEX");
-  if (!v || !*v) return -1;
-  char* end = nullptr;
-  const long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 0 || n > 65535)
-    fail(ErrorCode::InvalidArgument, "BRAID_IB_GID_INDEX='{}' is not valid: expected a GID table index (0, 1, ...)", v);
-  return static_cast<int>(n);
+  return static_cast<int>(
+      env_integer("BRAID_IB_GID_INDEX", 0, 65535, "a GID table index (0, 1, ...)").value_or(-1));
 }
 
 }  // namespace

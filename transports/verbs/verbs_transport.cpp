@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/env.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
@@ -30,13 +31,8 @@ using verbs::WrKind;
 
 namespace {
 std::size_t eager_limit_from_env() {
-  const char* v = std::getenv("BRAID_IB_EAGER_LIMIT");
-  if (!v || !*v) return 16 * 1024;
-  char* end = nullptr;
-  const unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end != '\0' || n > (256u << 10))
-    fail(ErrorCode::InvalidArgument, "BRAID_IB_EAGER_LIMIT='{}' is not valid: expected a byte count up to 262144", v);
-  return static_cast<std::size_t>(n);
+  return static_cast<std::size_t>(env_integer("BRAID_IB_EAGER_LIMIT", 0, 256 << 10,
+                                              "a byte count up to 262144").value_or(16 * 1024));
 }
 
 const char* wr_name(WrKind k) {
@@ -226,29 +222,7 @@ void VerbsTransport::on_message(Conn& c, std::uint32_t index, std::uint32_t len)
 }
 
 void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8_t* payload) {
-  const Envelope env{h.ctx, h.tag};
-  const auto bytes = static_cast<std::size_t>(h.bytes);
-  if (Request* r = e_.matcher().take_posted(c.peer, env)) {
-    r->source = c.peer;
-    if (bytes > r->bytes) {
-      e_.complete(*r, truncation_error(bytes, c.peer, h.tag, r->bytes));
-      return;
-    }
-    if (bytes) std::memcpy(r->buf, payload, bytes);
-    r->received = bytes;
-    e_.complete(*r);
-    return;
-  }
-  auto u = std::make_unique<Unexpected>();
-  u->kind = Unexpected::Kind::Eager;
-  u->src = c.peer;
-  u->env = env;
-  u->bytes = bytes;
-  u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
-  if (bytes) std::memcpy(u->data.get(), payload, bytes);
-  u->arrived = bytes;
-  u->transport = this;
-  e_.matcher().add_unexpected(std::move(u));
+  e_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 // --- sending -----------------------------------------------------------------

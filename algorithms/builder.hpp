@@ -34,7 +34,7 @@ class PlanBuilder {
  public:
   PlanBuilder(const PlanArgs& args, const char* algorithm)
       : n_(args.nranks), sent_(static_cast<std::size_t>(n_) * n_, 0),
-        received_(static_cast<std::size_t>(n_) * n_, 0) {
+        received_(static_cast<std::size_t>(n_) * n_, 0), signaled_(sent_), waited_(sent_) {
     plan_.coll = args.coll;
     plan_.algorithm = algorithm;
     plan_.args = args;
@@ -46,23 +46,43 @@ class PlanBuilder {
 
   // Each returns the new step's index in rank r's list, for use in deps.
   int send(int r, int peer, Span src, Deps deps = {}) {
-    Step s{StepKind::Send, peer, sent_[idx(r, peer)]++, src, {}, std::move(deps)};
-    return add(r, std::move(s));
+    return add(r, make(StepKind::Send, peer, sent_[idx(r, peer)]++, src, {}, std::move(deps)));
   }
   int recv(int r, int peer, Span dst, Deps deps = {}) {
-    Step s{StepKind::Recv, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)};
-    return add(r, std::move(s));
+    return add(r, make(StepKind::Recv, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)));
   }
   int recv_reduce(int r, int peer, Span dst, Deps deps = {}) {
-    Step s{StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)};
-    return add(r, std::move(s));
+    return add(r, make(StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)));
   }
   int copy(int r, Span src, Span dst, Deps deps = {}) {
-    return add(r, Step{StepKind::Copy, -1, 0, src, dst, std::move(deps)});
+    return add(r, make(StepKind::Copy, -1, 0, src, dst, std::move(deps)));
   }
   int reduce(int r, Span src, Span dst, Deps deps = {}) {
-    return add(r, Step{StepKind::Reduce, -1, 0, src, dst, std::move(deps)});
+    return add(r, make(StepKind::Reduce, -1, 0, src, dst, std::move(deps)));
   }
+
+  // One-sided steps (see plan.hpp). Signal slots are numbered per ordered
+  // pair like messages: the k-th signal from a to b meets b's k-th wait on a.
+  // The caller still has to order each pair's signals (and waits) by deps.
+  int signal(int r, int peer, Deps deps = {}) {
+    return add(r, make(StepKind::Signal, peer, signaled_[idx(r, peer)]++, {}, {}, std::move(deps)));
+  }
+  int wait(int r, int peer, Deps deps = {}) {
+    return add(r, make(StepKind::Wait, peer, waited_[idx(peer, r)]++, {}, {}, std::move(deps)));
+  }
+  // dst (local) = peer's src.
+  int get(int r, int peer, Span peer_src, Span dst, Deps deps = {}) {
+    return add(r, make(StepKind::Get, peer, 0, peer_src, dst, std::move(deps)));
+  }
+  // dst (local) = acc (local) op peer's src.
+  int get_reduce(int r, int peer, Span peer_src, Span acc, Span dst, Deps deps = {}) {
+    Step s = make(StepKind::GetReduce, peer, 0, peer_src, dst, std::move(deps));
+    s.acc = acc;
+    return add(r, std::move(s));
+  }
+  // Marks the plan as one whose AllReduce/Reduce input is read from Input
+  // (plan.hpp, Plan::reads_input).
+  void reads_input() { plan_.reads_input = true; }
   void need_scratch(int r, std::int64_t count) {
     auto& s = plan_.ranks[static_cast<std::size_t>(r)].scratch_count;
     if (count > s) s = count;
@@ -72,11 +92,26 @@ class PlanBuilder {
     return static_cast<int>(plan_.ranks[static_cast<std::size_t>(r)].steps.size()) - 1;
   }
 
-  Plan finish() { return std::move(plan_); }
+  Plan finish() {
+    for (const RankPlan& rp : plan_.ranks)
+      for (const Step& s : rp.steps)
+        if (is_one_sided(s.kind)) plan_.one_sided = true;
+    return std::move(plan_);
+  }
 
  private:
   std::size_t idx(int from, int to) const {
     return static_cast<std::size_t>(from) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(to);
+  }
+  static Step make(StepKind kind, int peer, std::int32_t slot, Span src, Span dst, Deps deps) {
+    Step s;
+    s.kind = kind;
+    s.peer = peer;
+    s.slot = slot;
+    s.src = src;
+    s.dst = dst;
+    s.deps = std::move(deps);
+    return s;
   }
   int add(int r, Step s) {
     // Drop the -1 "no dependency" markers algorithms pass for convenience.
@@ -88,7 +123,7 @@ class PlanBuilder {
 
   int n_;
   Plan plan_;
-  std::vector<std::int32_t> sent_, received_;
+  std::vector<std::int32_t> sent_, received_, signaled_, waited_;
 };
 
 }  // namespace braid::plan

@@ -33,9 +33,28 @@ class Simulator {
       const Event e = events_.top();
       events_.pop();
       const Step& s = step(e.rank, e.step);
-      if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce) {
-        const double per_byte = s.kind == StepKind::Copy ? c_.copy_s_per_byte : c_.gamma_s_per_byte;
-        complete(e.rank, e.step, e.time + per_byte * bytes(s.src.count));
+      if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce || s.kind == StepKind::Get ||
+          s.kind == StepKind::GetReduce) {
+        const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get;
+        const double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
+        if (!p_.one_sided) {
+          complete(e.rank, e.step, e.time + work);
+          continue;
+        }
+        double& cpu = cpu_port_[static_cast<std::size_t>(e.rank)];
+        cpu = std::max(e.time, cpu) + work;
+        complete(e.rank, e.step, cpu);
+        continue;
+      }
+      if (s.kind == StepKind::Signal) {
+        complete(e.rank, e.step, e.time);
+        const Loc w = partner_[idx(e.rank, e.step)];
+        if (w.rank >= 0 && is_ready_[idx(w.rank, w.step)])
+          events_.push({std::max(ready_at_[idx(w.rank, w.step)], e.time + c_.signal_s), w.rank, w.step});
+        continue;
+      }
+      if (s.kind == StepKind::Wait) {  // its time already includes the signal's
+        complete(e.rank, e.step, e.time);
         continue;
       }
       // A message, keyed by its Send: both ends are ready at e.time.
@@ -85,21 +104,27 @@ class Simulator {
     dependents_.assign(total_, {});
     send_port_.assign(static_cast<std::size_t>(n_), 0.0);
     recv_port_.assign(static_cast<std::size_t>(n_), 0.0);
+    cpu_port_.assign(static_cast<std::size_t>(n_), 0.0);
+    signaled_at_.assign(total_, -1.0);
 
     std::unordered_map<std::uint64_t, Loc> sends;
     auto key = [](int from, int to, std::int32_t slot) {
       return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 44) ^
              (static_cast<std::uint64_t>(static_cast<std::uint32_t>(to)) << 32) ^ static_cast<std::uint32_t>(slot);
     };
+    std::unordered_map<std::uint64_t, Loc> signals;
     for (int r = 0; r < n_; ++r)
-      for (int i = 0; i < nsteps(r); ++i)
+      for (int i = 0; i < nsteps(r); ++i) {
         if (step(r, i).kind == StepKind::Send) sends.emplace(key(r, step(r, i).peer, step(r, i).slot), Loc{r, i});
+        if (step(r, i).kind == StepKind::Signal) signals.emplace(key(r, step(r, i).peer, step(r, i).slot), Loc{r, i});
+      }
     for (int r = 0; r < n_; ++r) {
       for (int i = 0; i < nsteps(r); ++i) {
         const Step& s = step(r, i);
-        if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
-          auto it = sends.find(key(s.peer, r, s.slot));
-          if (it != sends.end()) {  // an unmatched receive just never runs
+        if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce || s.kind == StepKind::Wait) {
+          auto& from = s.kind == StepKind::Wait ? signals : sends;
+          auto it = from.find(key(s.peer, r, s.slot));
+          if (it != from.end()) {  // an unmatched receive or wait just never runs
             partner_[idx(r, i)] = it->second;
             partner_[idx(it->second.rank, it->second.step)] = Loc{r, i};
           }
@@ -125,8 +150,14 @@ class Simulator {
     const std::size_t k = idx(r, i);
     is_ready_[k] = 1;
     const StepKind kind = step(r, i).kind;
-    if (kind == StepKind::Copy || kind == StepKind::Reduce) return events_.push({ready_at_[k], r, i});
+    if (kind != StepKind::Send && kind != StepKind::Recv && kind != StepKind::RecvReduce && kind != StepKind::Wait)
+      return events_.push({ready_at_[k], r, i});
     const Loc o = partner_[k];
+    if (kind == StepKind::Wait) {  // done signal_s after its signal, once ready
+      if (o.rank >= 0 && signaled_at_[idx(o.rank, o.step)] >= 0)
+        events_.push({std::max(ready_at_[k], signaled_at_[idx(o.rank, o.step)] + c_.signal_s), r, i});
+      return;
+    }
     if (o.rank < 0 || !is_ready_[idx(o.rank, o.step)]) return;
     const double t = std::max(ready_at_[k], ready_at_[idx(o.rank, o.step)]);
     if (kind == StepKind::Send)
@@ -137,6 +168,7 @@ class Simulator {
 
   void complete(int r, int i, double finish) {
     ++finished_;
+    if (step(r, i).kind == StepKind::Signal) signaled_at_[idx(r, i)] = finish;
     latest_ = std::max(latest_, finish);
     for (int j : dependents_[idx(r, i)]) {
       const std::size_t k = idx(r, j);
@@ -157,6 +189,8 @@ class Simulator {
   std::vector<char> is_ready_;
   std::vector<std::vector<int>> dependents_;
   std::vector<double> send_port_, recv_port_;  // time each port is next free
+  std::vector<double> cpu_port_;               // one-sided plans: when each rank's CPU is next free
+  std::vector<double> signaled_at_;            // per Signal: when it was issued (-1: not yet)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
 };
 

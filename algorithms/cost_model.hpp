@@ -7,9 +7,16 @@
 // starting once both its Send and its Recv are ready (the verifier's
 // rendezvous rule) and both ports are free, in order of readiness. The Send
 // finishes when the message arrives; a Recv then, a RecvReduce gamma*bytes
-// later. Copy costs copy*bytes, a local Reduce gamma*bytes; local work is
-// not serialised against other local work. The prediction is the time the
-// last step of any rank finishes.
+// later. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
+// local work is not serialised against other local work (kept so as not to
+// move the message algorithms' choices).
+//
+// One-sided plans: a Signal completes at once for its sender; the matching
+// Wait completes signal_s after the Signal or when the Wait becomes ready,
+// whichever is later. A Get costs copy*bytes, a GetReduce gamma*bytes (the
+// memory is mapped: a read of a peer's is a local read). Each rank has one
+// CPU: its Copy, Reduce, Get and GetReduce run one at a time, in order of
+// readiness. The prediction is the time the last step of any rank finishes.
 #pragma once
 
 #include <map>
@@ -25,6 +32,7 @@ struct CostParams {
   double beta_s_per_byte = 0.4e-9;    // inverse link bandwidth
   double gamma_s_per_byte = 0.105e-9; // combining one byte into another
   double copy_s_per_byte = 0.091e-9;  // local memcpy, per byte copied
+  double signal_s = 0.15e-6;          // one-sided notification: Signal to its Wait
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -32,11 +40,14 @@ struct CostParams {
 // 2 ranks: 11.6 us), one stream ~20 Gbit/s = 2.5 GB/s -> 0.4 ns/byte.
 // gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
-inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9};
+// (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
+inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6};
 // Shared memory: ~0.5 us per message (Open MPI shm: 0.26 us for a whole 8-byte
 // allreduce; we wake peers through futexes, so budget more), and a message is
-// two copies through a shared bounce buffer -> 2 * 0.091 ns/byte.
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.182e-9, 0.105e-9, 0.091e-9};
+// two copies through a shared bounce buffer -> 2 * 0.091 ns/byte. A one-sided
+// signal is one cache line written by the sender and polled by the waiter:
+// ~0.15 us across cores.
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.182e-9, 0.105e-9, 0.091e-9, 0.15e-6};
 
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).

@@ -35,6 +35,22 @@ Plan direct_scatter(const PlanArgs& args);
 Plan direct_alltoall(const PlanArgs& args);
 bool direct_alltoall_supports(const PlanArgs& args);
 Plan dissemination_barrier(const PlanArgs& args);
+bool one_host_only(const PlanArgs& args);  // supports() of the one-sided algorithms below
+Plan oneshot_allreduce(const PlanArgs& args);
+Plan oneshot_reducescatter(const PlanArgs& args);
+Plan oneshot_allgather(const PlanArgs& args);
+Plan oneshot_broadcast(const PlanArgs& args);
+Plan oneshot_reduce(const PlanArgs& args);
+Plan twoshot_allreduce(const PlanArgs& args);
+Plan peer_read_reducescatter(const PlanArgs& args);
+Plan peer_read_allgather(const PlanArgs& args);
+Plan peer_read_broadcast(const PlanArgs& args);
+Plan peer_read_reduce(const PlanArgs& args);
+Plan peer_read_gather(const PlanArgs& args);
+Plan peer_read_scatter(const PlanArgs& args);
+Plan peer_read_alltoall(const PlanArgs& args);
+bool peer_read_alltoall_supports(const PlanArgs& args);
+Plan signal_barrier(const PlanArgs& args);
 // ---- end of generator declarations ----
 
 }  // namespace braid::plan

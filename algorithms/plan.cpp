@@ -72,8 +72,16 @@ const char* step_kind_name(StepKind k) {
     case StepKind::RecvReduce: return "recv_reduce";
     case StepKind::Copy: return "copy";
     case StepKind::Reduce: return "reduce";
+    case StepKind::Signal: return "signal";
+    case StepKind::Wait: return "wait";
+    case StepKind::Get: return "get";
+    case StepKind::GetReduce: return "get_reduce";
   }
   return "unknown";
+}
+
+bool is_one_sided(StepKind k) {
+  return k == StepKind::Signal || k == StepKind::Wait || k == StepKind::Get || k == StepKind::GetReduce;
 }
 
 bool is_reduction(Collective c) {
@@ -99,6 +107,11 @@ std::int64_t input_count(const PlanArgs& a, int rank) {
     case Collective::Barrier: return 0;
   }
   return 0;
+}
+
+std::int64_t input_count(const Plan& p, int rank) {
+  if (p.reads_input && (p.coll == Collective::AllReduce || p.coll == Collective::Reduce)) return p.args.count;
+  return input_count(p.args, rank);
 }
 
 std::int64_t output_count(const PlanArgs& a, int rank) {
@@ -136,6 +149,18 @@ std::string to_string(const Step& s) {
     case StepKind::Reduce:
       line += fmt::format(" {} -> {}", span_text(s.src), span_text(s.dst));
       break;
+    case StepKind::Signal:
+      line += fmt::format(" -> {:<3} slot {:<3}", s.peer, s.slot);
+      break;
+    case StepKind::Wait:
+      line += fmt::format(" <- {:<3} slot {:<3}", s.peer, s.slot);
+      break;
+    case StepKind::Get:
+      line += fmt::format(" {}@{} -> {}", span_text(s.src), s.peer, span_text(s.dst));
+      break;
+    case StepKind::GetReduce:
+      line += fmt::format(" {} op {}@{} -> {}", span_text(s.acc), span_text(s.src), s.peer, span_text(s.dst));
+      break;
   }
   if (!s.deps.empty()) {
     line += "  after";
@@ -152,13 +177,15 @@ std::string to_string(const Plan& p) {
       p.coll == Collective::Scatter)
     text += fmt::format(", root {}", a.root);
   if (!a.splits.empty()) text += ", uneven splits";
+  if (p.one_sided) text += ", one-sided";
+  if (p.reads_input) text += ", reads input";
   text += '\n';
   for (std::size_t r = 0; r < p.ranks.size(); ++r) {
     const RankPlan& rp = p.ranks[r];
     const int rank = static_cast<int>(r);
     std::string sizes;
     try {
-      sizes = fmt::format("in {}, out {}, scratch {}", input_count(a, rank), output_count(a, rank),
+      sizes = fmt::format("in {}, out {}, scratch {}", input_count(p, rank), output_count(a, rank),
                           rp.scratch_count);
     } catch (const Error& e) {
       sizes = e.what();  // malformed splits: still print the steps

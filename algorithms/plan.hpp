@@ -38,6 +38,28 @@
 // plan. A step may start once every step in `deps` (indices into the same
 // rank's list) has completed; steps with no path between them may run
 // concurrently, so they must not touch overlapping memory where one writes.
+//
+// One-sided steps (ranks that can map each other's memory: one host, shared
+// memory; see Topology::one_host):
+//   Signal     tell peer that every step this one depends on is done;
+//   Wait       done once peer's Signal with the same slot has been issued;
+//   Get        dst = peer's src (src names a span of the PEER's buffers);
+//   GetReduce  dst = acc (op) peer's src; acc is a local span of dst's count
+//              (it may be dst itself, or Input to spare a copy).
+// Signal/Wait match like Send/Recv on (sender, receiver, slot). A plan uses
+// messages or one-sided steps, never both. Signals from one rank to one peer
+// must be ordered by deps, and so must that peer's Waits on it, in the same
+// slot order (the runtime counts signals; it does not tag them).
+// Rules the verifier enforces for one-sided plans ("hb" = happens-before
+// through deps and Signal->Wait edges):
+//   - a peer's span is read only where every write of it by its owner is hb
+//     the read or the read is hb the write (no race across ranks);
+//   - a Get of a peer's Input or Output is hb some step of that peer, so the
+//     owner does not return (and let the caller reuse the buffer) before it;
+//   - a rank whose Scratch a peer reads must Wait on that peer somewhere in
+//     the plan: the runtime double-buffers Scratch across calls, and that
+//     Wait is what keeps call k+2 from overwriting what a peer reads in k.
+// Peers' Scratch of one-sided plans lives in shared memory.
 #pragma once
 
 #include <cstdint>
@@ -73,15 +95,18 @@ struct Span {
   std::int64_t count = 0;   // elements
 };
 
-enum class StepKind : std::uint8_t { Send, Recv, RecvReduce, Copy, Reduce };
+enum class StepKind : std::uint8_t { Send, Recv, RecvReduce, Copy, Reduce, Signal, Wait, Get, GetReduce };
+// Signal, Wait, Get, GetReduce
+bool is_one_sided(StepKind k);
 const char* step_kind_name(StepKind k);
 
 struct Step {
   StepKind kind = StepKind::Send;
-  int peer = -1;      // group rank; Send/Recv/RecvReduce only
-  std::int32_t slot = 0;  // message id between (sender, receiver)
-  Span src;           // Send, Copy, Reduce
-  Span dst;           // Recv, RecvReduce, Copy, Reduce
+  int peer = -1;      // group rank; all kinds but Copy/Reduce
+  std::int32_t slot = 0;  // message/signal id between (sender, receiver)
+  Span src;           // Send, Copy, Reduce; Get/GetReduce: the peer's span
+  Span dst;           // Recv, RecvReduce, Copy, Reduce, Get, GetReduce
+  Span acc;           // GetReduce only: the local operand (may equal dst)
   std::vector<std::int32_t> deps;
 };
 
@@ -94,6 +119,9 @@ struct RankPlan {
 // correct whatever it says.
 struct Topology {
   std::vector<int> host_of;  // host index per group rank (empty: unknown)
+  // Every rank can map every other's memory (one host, shared-memory
+  // transport): one-sided plans are possible. Their `supports` checks it.
+  bool one_host = false;
 };
 
 struct PlanArgs {
@@ -113,10 +141,21 @@ struct Plan {
   std::string algorithm;
   PlanArgs args;
   std::vector<RankPlan> ranks;  // one per group rank
+  // AllReduce and Reduce only. false (the contract above): Output holds the
+  // rank's contribution at start. true: Input[count] holds it (read-only)
+  // and Output starts unwritten, sparing the copy of a large input; for an
+  // in-place call Input and Output are the same memory, so the plan must be
+  // correct both ways (the verifier checks both).
+  bool reads_input = false;
+  // Uses one-sided steps (set by the builder; the executor runs such plans
+  // on the one-host runtime, not on messages).
+  bool one_sided = false;
 };
 
 // Element counts of each buffer for `rank` under the buffer contract.
 std::int64_t input_count(const PlanArgs& a, int rank);
+// The same for a built plan: a reads_input plan's Input holds the count.
+std::int64_t input_count(const Plan& p, int rank);
 std::int64_t output_count(const PlanArgs& a, int rank);
 // Whether the collective combines values with a reduce op.
 bool is_reduction(Collective c);

@@ -160,13 +160,18 @@ struct Loc {
 
 class Verifier {
  public:
-  explicit Verifier(const Plan& p) : p_(p), a_(p.args), n_(p.args.nranks) {}
+  // `aliased`: verify a reads_input plan as an in-place call, where Input
+  // and Output are the same memory (plan.hpp, Plan::reads_input).
+  Verifier(const Plan& p, bool aliased) : p_(p), a_(p.args), n_(p.args.nranks), aliased_(aliased) {}
 
   void run() {
     check_args();
     for (int r = 0; r < n_; ++r) check_steps(r);
+    check_step_family();
     match_messages();
+    if (one_sided_) check_signal_order();
     for (int r = 0; r < n_; ++r) check_races(r);
+    if (one_sided_) check_cross_rank();
     execute();
     check_result();
   }
@@ -195,7 +200,12 @@ class Verifier {
     }
     return -1;
   }
-  SymBuffer& buffer(int r, Buf b) { return bufs_[static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(b)]; }
+  SymBuffer& buffer(int r, Buf b) {
+    return bufs_[static_cast<std::size_t>(r) * 3 + static_cast<std::size_t>(phys(b))];
+  }
+  // The memory a buffer name stands for: in the in-place pass of a
+  // reads_input plan, Input is Output.
+  Buf phys(Buf b) const { return aliased_ && b == Buf::Input ? Buf::Output : b; }
 
   // Elements rank `from` sends rank `to` in an all-to-all, and where they sit.
   i64 split(int from, int to) const {
@@ -239,27 +249,45 @@ class Verifier {
           if (row[static_cast<std::size_t>(j)] < 0) reject("alltoall splits[{}][{}] is negative", i, j);
       }
     }
+    if (p_.reads_input && a_.coll != Collective::AllReduce && a_.coll != Collective::Reduce)
+      reject("reads_input is set, but only allreduce and reduce plans may read their contribution from Input");
     for (int r = 0; r < n_; ++r) {
-      in_size_.push_back(input_count(a_, r));
+      // reads_input: Input[count] holds the contribution (plan.hpp).
+      in_size_.push_back(p_.reads_input ? a_.count : input_count(a_, r));
       out_size_.push_back(output_count(a_, r));
       if (p_.ranks[static_cast<std::size_t>(r)].scratch_count < 0)
         reject("rank {} has negative scratch_count {}", r, p_.ranks[static_cast<std::size_t>(r)].scratch_count);
     }
   }
 
-  void check_span(int r, int i, const Span& s, const char* role, bool written) const {
+  // `owner` is the rank whose buffer `s` names: r itself, or the peer a
+  // Get reads from.
+  void check_span(int r, int i, const Span& s, const char* role, bool written, int owner = -1) const {
+    if (owner < 0) owner = r;
     if (static_cast<int>(s.buf) > static_cast<int>(Buf::Scratch))
       reject("{}: {} names buffer #{}, which does not exist", at(r, i), role, static_cast<int>(s.buf));
-    const i64 size = buf_size(r, s.buf);
+    const i64 size = buf_size(owner, s.buf);
     if (s.offset < 0 || s.count < 0 || s.offset > size - s.count)
       reject("{}: {} {}[{}..{}) is outside the buffer, which has {} elements on rank {}", at(r, i), role,
-             buf_name(s.buf), s.offset, s.offset + s.count, size, r);
+             buf_name(s.buf), s.offset, s.offset + s.count, size, owner);
     if (written && s.buf == Buf::Input && s.count > 0) reject("{}: writes the read-only input", at(r, i));
   }
 
   void check_peer(int r, int i, int peer) const {
     if (peer < 0 || peer >= n_) reject("{}: peer {} is not a rank of the {}-rank group", at(r, i), peer, n_);
-    if (peer == r) reject("{}: sends to or receives from itself", at(r, i));
+    if (peer == r)
+      reject("{}: {} itself", at(r, i),
+             is_one_sided(step(r, i).kind) ? "signals, waits on or reads from" : "sends to or receives from");
+  }
+
+  // Whether two spans of one rank touch the same memory (Input and Output
+  // are one buffer in the in-place pass).
+  bool overlap(const Span& x, const Span& y) const {
+    return phys(x.buf) == phys(y.buf) && x.count > 0 && y.count > 0 && x.offset < y.offset + y.count &&
+           y.offset < x.offset + x.count;
+  }
+  bool same_memory(const Span& x, const Span& y) const {
+    return phys(x.buf) == phys(y.buf) && x.offset == y.offset && x.count == y.count;
   }
 
   void check_steps(int r) {
@@ -287,13 +315,57 @@ class Verifier {
           if (s.src.buf == s.dst.buf && s.src.count > 0 && s.src.offset < s.dst.offset + s.dst.count &&
               s.dst.offset < s.src.offset + s.src.count)
             reject("{}: source and destination overlap", at(r, i));
+          // In place, a copy of in[x] to out[x] is a no-op; anything else
+          // that overlaps reads what it is writing.
+          if (aliased_ && overlap(s.src, s.dst) && (s.kind == StepKind::Reduce || !same_memory(s.src, s.dst)))
+            reject("{}: source and destination overlap when input and output are the same memory", at(r, i));
+          break;
+        case StepKind::Signal:
+        case StepKind::Wait: check_peer(r, i, s.peer); break;
+        case StepKind::Get:
+        case StepKind::GetReduce:
+          check_peer(r, i, s.peer);
+          check_span(r, i, s.src, "peer source", false, s.peer);
+          check_span(r, i, s.dst, "destination", true);
+          if (s.src.count != s.dst.count)
+            reject("{}: reads {} elements of rank {} into a destination of {}", at(r, i), s.src.count, s.peer,
+                   s.dst.count);
+          if (s.kind == StepKind::GetReduce) {
+            check_span(r, i, s.acc, "operand", false);
+            if (s.acc.count != s.dst.count)
+              reject("{}: operand has {} elements but destination {}", at(r, i), s.acc.count, s.dst.count);
+            // dst = acc op src element by element is safe in place (acc ==
+            // dst), not when one is shifted against the other.
+            if (overlap(s.acc, s.dst) && !same_memory(s.acc, s.dst))
+              reject("{}: operand and destination overlap without being the same span{}", at(r, i),
+                     aliased_ ? " (input and output are the same memory in place)" : "");
+          }
           break;
         default:
           reject("rank {} step {}: unknown step kind {}", r, i, static_cast<int>(s.kind));
       }
-      if ((s.kind == StepKind::RecvReduce || s.kind == StepKind::Reduce) && !is_reduction(a_.coll))
+      if ((s.kind == StepKind::RecvReduce || s.kind == StepKind::Reduce || s.kind == StepKind::GetReduce) &&
+          !is_reduction(a_.coll))
         reject("{}: reduces, but {} only moves data", at(r, i), collective_name(a_.coll));
     }
+  }
+
+  // A plan is all messages or all one-sided steps, and says which.
+  void check_step_family() {
+    Loc message, one_sided;
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        const StepKind k = step(r, i).kind;
+        if (is_one_sided(k) && one_sided.rank < 0) one_sided = {r, i};
+        if ((k == StepKind::Send || k == StepKind::Recv || k == StepKind::RecvReduce) && message.rank < 0)
+          message = {r, i};
+      }
+    one_sided_ = one_sided.rank >= 0;
+    if (one_sided_ && message.rank >= 0)
+      reject("{} is a message and {} is one-sided: a plan uses messages or one-sided steps, never both",
+             at(message.rank, message.step), at(one_sided.rank, one_sided.step));
+    if (p_.one_sided != one_sided_)
+      reject("plan.one_sided is {} but the plan {} one-sided steps", p_.one_sided, one_sided_ ? "has" : "has no");
   }
 
   static std::uint64_t msg_key(int from, int to, std::int32_t slot) {
@@ -337,6 +409,66 @@ class Verifier {
     for (auto& [key, loc] : sends)
       if (partner_[static_cast<std::size_t>(loc.rank)][static_cast<std::size_t>(loc.step)].rank < 0)
         reject("{}: rank {} never receives this message", at(loc.rank, loc.step), step(loc.rank, loc.step).peer);
+    if (one_sided_) match_signals();
+  }
+
+  // Signal/Wait pairs match like Send/Recv: exactly one Wait per Signal.
+  void match_signals() {
+    std::unordered_map<std::uint64_t, Loc> signals;
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        const Step& s = step(r, i);
+        if (s.kind != StepKind::Signal) continue;
+        auto [it, fresh] = signals.emplace(msg_key(r, s.peer, s.slot), Loc{r, i});
+        if (!fresh)
+          reject("{} and {}: two signals to rank {} with slot {}; slots must be unique per pair",
+                 at(r, it->second.step), at(r, i), s.peer, s.slot);
+      }
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        const Step& s = step(r, i);
+        if (s.kind != StepKind::Wait) continue;
+        auto it = signals.find(msg_key(s.peer, r, s.slot));
+        if (it == signals.end())
+          reject("{}: no signal from rank {} to rank {} has slot {}", at(r, i), s.peer, r, s.slot);
+        const Loc sig = it->second;
+        Loc& already = partner_[static_cast<std::size_t>(sig.rank)][static_cast<std::size_t>(sig.step)];
+        if (already.rank >= 0)
+          reject("{} and {}: both wait for the same signal (slot {} from rank {})", at(already.rank, already.step),
+                 at(r, i), s.slot, s.peer);
+        already = Loc{r, i};
+        partner_[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)] = sig;
+      }
+    for (auto& [key, loc] : signals)
+      if (partner_[static_cast<std::size_t>(loc.rank)][static_cast<std::size_t>(loc.step)].rank < 0)
+        reject("{}: rank {} never waits for this signal", at(loc.rank, loc.step), step(loc.rank, loc.step).peer);
+  }
+
+  // The runtime counts signals per pair instead of tagging them, so the k-th
+  // signal from r to p must be issued after the (k-1)-th, and p's waits on r
+  // must likewise come in slot order.
+  void check_signal_order() {
+    for (int r = 0; r < n_; ++r) {
+      local_closure(r);
+      for (StepKind kind : {StepKind::Signal, StepKind::Wait}) {
+        std::vector<std::pair<std::pair<int, std::int32_t>, int>> by_peer;  // ((peer, slot), step)
+        for (int i = 0; i < nsteps(r); ++i)
+          if (step(r, i).kind == kind) by_peer.push_back({{step(r, i).peer, step(r, i).slot}, i});
+        std::sort(by_peer.begin(), by_peer.end());
+        for (std::size_t k = 1; k < by_peer.size(); ++k) {
+          const auto& [prev_key, prev] = by_peer[k - 1];
+          const auto& [key, cur] = by_peer[k];
+          if (prev_key.first != key.first || local_before(r, prev, cur)) continue;
+          if (kind == StepKind::Signal)
+            reject("{} and {}: signals from rank {} to rank {} (slots {} and {}) are not ordered by deps; the "
+                   "runtime counts signals, so each must depend on the one before it",
+                   at(r, prev), at(r, cur), r, key.first, prev_key.second, key.second);
+          reject("{} and {}: waits of rank {} on rank {} (slots {} and {}) are not ordered by deps; the runtime "
+                 "counts signals, so each must depend on the one before it",
+                 at(r, prev), at(r, cur), r, key.first, prev_key.second, key.second);
+        }
+      }
+    }
   }
 
   // Two steps of rank r with no dependency path between them may run at the
@@ -365,7 +497,7 @@ class Verifier {
     for (int i = 0; i < S; ++i) {
       const Step& s = step(r, i);
       auto add = [&](const Span& sp, bool writes) {
-        if (sp.count > 0) acc.push_back({sp.buf, sp.offset, sp.offset + sp.count, i, writes});
+        if (sp.count > 0) acc.push_back({phys(sp.buf), sp.offset, sp.offset + sp.count, i, writes});
       };
       switch (s.kind) {
         case StepKind::Send: add(s.src, false); break;
@@ -373,27 +505,22 @@ class Verifier {
         case StepKind::RecvReduce: add(s.dst, true); break;
         case StepKind::Copy:
         case StepKind::Reduce:
-          add(s.src, false);
+          if (!same_memory(s.src, s.dst)) add(s.src, false);  // an in-place no-op copy only "writes"
           add(s.dst, true);
           break;
+        case StepKind::Get: add(s.dst, true); break;  // its source is the peer's memory
+        case StepKind::GetReduce:
+          if (!same_memory(s.acc, s.dst)) add(s.acc, false);  // acc == dst: the write covers the read
+          add(s.dst, true);
+          break;
+        case StepKind::Signal:
+        case StepKind::Wait: break;
       }
     }
     if (std::none_of(acc.begin(), acc.end(), [](const Access& a) { return a.writes; })) return;
 
-    // reach[i] = steps that must finish before step i starts (transitively).
-    const std::size_t words = (static_cast<std::size_t>(S) + 63) / 64;
-    std::vector<std::uint64_t> reach(static_cast<std::size_t>(S) * words, 0);
-    for (int i = 0; i < S; ++i) {
-      std::uint64_t* row = &reach[static_cast<std::size_t>(i) * words];
-      for (auto d : step(r, i).deps) {
-        const std::uint64_t* dep = &reach[static_cast<std::size_t>(d) * words];
-        for (std::size_t w = 0; w <= static_cast<std::size_t>(d) / 64; ++w) row[w] |= dep[w];
-        row[static_cast<std::size_t>(d) / 64] |= std::uint64_t{1} << (d % 64);
-      }
-    }
-    auto before = [&](int a, int b) {  // a < b
-      return (reach[static_cast<std::size_t>(b) * words + static_cast<std::size_t>(a) / 64] >> (a % 64)) & 1;
-    };
+    local_closure(r);
+    auto before = [&](int a, int b) { return local_before(r, a, b); };
     auto race = [&](const Access& x, const Access& y, i64 lo, i64 hi) {
       reject("race on rank {}: {} and {} both touch {}[{}..{}), one writes, and neither depends on the other", r,
              at(r, x.step), at(r, y.step), buf_name(x.buf), lo, hi);
@@ -457,6 +584,215 @@ class Verifier {
     }
   }
 
+  // reach_[r]: for each step of rank r, the steps that must finish before it
+  // starts (transitively through deps), as a bit row of words_[r] words.
+  void local_closure(int r) {
+    const auto ur = static_cast<std::size_t>(r);
+    reach_.resize(static_cast<std::size_t>(n_));
+    words_.resize(static_cast<std::size_t>(n_), 0);
+    const int S = nsteps(r);
+    if (words_[ur] > 0 || S == 0) return;  // done already
+    constexpr int kMaxSteps = 32768;  // the closure takes S*S/8 bytes
+    if (S > kMaxSteps) reject("rank {} has {} steps; the race check handles at most {}", r, S, kMaxSteps);
+    const std::size_t words = (static_cast<std::size_t>(S) + 63) / 64;
+    std::vector<std::uint64_t>& reach = reach_[ur];
+    reach.assign(static_cast<std::size_t>(S) * words, 0);
+    for (int i = 0; i < S; ++i) {
+      std::uint64_t* row = &reach[static_cast<std::size_t>(i) * words];
+      for (auto d : step(r, i).deps) {
+        const std::uint64_t* dep = &reach[static_cast<std::size_t>(d) * words];
+        for (std::size_t w = 0; w <= static_cast<std::size_t>(d) / 64; ++w) row[w] |= dep[w];
+        row[static_cast<std::size_t>(d) / 64] |= std::uint64_t{1} << (d % 64);
+      }
+    }
+    words_[ur] = words;
+  }
+  // Step a of rank r finishes before step b starts (through deps).
+  bool local_before(int r, int a, int b) const {
+    const auto ur = static_cast<std::size_t>(r);
+    if (a >= b) return false;
+    return (reach_[ur][static_cast<std::size_t>(b) * words_[ur] + static_cast<std::size_t>(a) / 64] >> (a % 64)) & 1;
+  }
+
+  // ---- one-sided plans: happens-before across ranks -----------------------
+  //
+  // hb = deps within a rank plus Signal -> matching Wait. Across ranks, data
+  // and knowledge flow only through signals, so "x on rank p hb y on another
+  // rank" is "some signal of p that x precedes locally hb y". We keep, per
+  // step y, the set of all signals hb y (bits, one word range per rank, each
+  // pair's signals being a prefix thanks to check_signal_order), and per step
+  // x the signals of its own rank that it precedes locally.
+
+  std::size_t sig_words() const { return sig_word0_.empty() ? 0 : sig_word0_.back(); }
+  std::size_t rank_sig_words(int r) const {
+    return sig_word0_[static_cast<std::size_t>(r) + 1] - sig_word0_[static_cast<std::size_t>(r)];
+  }
+  // Rank r's own signals that step i of r precedes: rank_sig_words(r) words.
+  std::uint64_t* signals_after(int r, int i) {
+    return &after_sigs_[after_base_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(i) * rank_sig_words(r)];
+  }
+  const std::uint64_t* signals_after(int r, int i) const {
+    return &after_sigs_[after_base_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(i) * rank_sig_words(r)];
+  }
+  const std::uint64_t* signals_before(std::size_t flat_step) const { return &hb_sigs_[flat_step * sig_words()]; }
+
+  void build_hb() {
+    first_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int r = 0; r < n_; ++r)
+      first_[static_cast<std::size_t>(r) + 1] = first_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(nsteps(r));
+    const std::size_t total = first_.back();
+    // Bit index of every signal within its rank's word range.
+    sig_bit_.assign(total, -1);
+    sig_word0_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int r = 0; r < n_; ++r) {
+      int k = 0;
+      for (int i = 0; i < nsteps(r); ++i)
+        if (step(r, i).kind == StepKind::Signal) sig_bit_[flat(r, i)] = k++;
+      sig_word0_[static_cast<std::size_t>(r) + 1] = sig_word0_[static_cast<std::size_t>(r)] + (static_cast<std::size_t>(k) + 63) / 64;
+    }
+    const std::size_t W = sig_words();
+    auto set_bit = [&](std::uint64_t* row, int r, int i) {
+      const auto b = static_cast<std::size_t>(sig_bit_[flat(r, i)]);
+      row[sig_word0_[static_cast<std::size_t>(r)] + b / 64] |= std::uint64_t{1} << (b % 64);
+    };
+
+    // Signals each step precedes on its own rank (itself included): rows of
+    // only that rank's words, stored as if the row started at word 0.
+    after_base_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int r = 0; r < n_; ++r)
+      after_base_[static_cast<std::size_t>(r) + 1] =
+          after_base_[static_cast<std::size_t>(r)] + static_cast<std::size_t>(nsteps(r)) * rank_sig_words(r);
+    after_sigs_.assign(after_base_.back(), 0);
+    for (int r = 0; r < n_; ++r)
+      for (int i = nsteps(r) - 1; i >= 0; --i) {
+        std::uint64_t* row = signals_after(r, i);
+        if (step(r, i).kind == StepKind::Signal) {
+          const auto b = static_cast<std::size_t>(sig_bit_[flat(r, i)]);
+          row[b / 64] |= std::uint64_t{1} << (b % 64);
+        }
+        for (auto d : step(r, i).deps) {
+          std::uint64_t* dep = signals_after(r, d);
+          for (std::size_t w = 0; w < rank_sig_words(r); ++w) dep[w] |= row[w];
+        }
+      }
+
+    // Signals hb each step (itself included), in a topological order of the
+    // whole graph. A cycle is a deadlock, which execute() reports.
+    std::vector<int> pending(total, 0);
+    std::vector<std::vector<std::size_t>> succ(total);
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        for (auto d : step(r, i).deps) {
+          succ[flat(r, d)].push_back(flat(r, i));
+          ++pending[flat(r, i)];
+        }
+        if (step(r, i).kind == StepKind::Wait) {
+          const Loc sig = partner_[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)];
+          succ[flat(sig.rank, sig.step)].push_back(flat(r, i));
+          ++pending[flat(r, i)];
+        }
+      }
+    std::vector<Loc> of(total);
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) of[flat(r, i)] = {r, i};
+    hb_sigs_.assign(total * W, 0);
+    std::vector<std::size_t> ready;
+    for (std::size_t k = 0; k < total; ++k)
+      if (pending[k] == 0) ready.push_back(k);
+    std::size_t seen = 0;
+    while (!ready.empty()) {
+      const std::size_t k = ready.back();
+      ready.pop_back();
+      ++seen;
+      std::uint64_t* row = &hb_sigs_[k * W];
+      if (step(of[k].rank, of[k].step).kind == StepKind::Signal) set_bit(row, of[k].rank, of[k].step);
+      for (std::size_t next : succ[k]) {
+        std::uint64_t* to = &hb_sigs_[next * W];
+        for (std::size_t w = 0; w < W; ++w) to[w] |= row[w];
+        if (--pending[next] == 0) ready.push_back(next);
+      }
+    }
+    hb_complete_ = seen == total;
+  }
+
+  // x hb y (x and y on any ranks).
+  bool hb(Loc x, Loc y) const {
+    if (x.rank == y.rank) return local_before(x.rank, x.step, y.step);
+    const std::uint64_t* after = signals_after(x.rank, x.step);
+    const std::uint64_t* before = signals_before(flat(y.rank, y.step)) + sig_word0_[static_cast<std::size_t>(x.rank)];
+    for (std::size_t w = 0; w < rank_sig_words(x.rank); ++w)
+      if (after[w] & before[w]) return true;
+    return false;
+  }
+
+  // The cross-rank rules of plan.hpp, for every Get/GetReduce (g on rank r
+  // reading span S of rank p).
+  void check_cross_rank() {
+    for (int r = 0; r < n_; ++r) local_closure(r);
+    build_hb();
+    if (!hb_complete_) return;  // a cycle: execute() names the deadlock
+    const std::size_t W = sig_words();
+    // Signals hb some step of each rank: "the read is hb some step of p".
+    std::vector<std::uint64_t> seen_by(static_cast<std::size_t>(n_) * W, 0);
+    std::vector<char> waits_on(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_), 0);
+    for (int p = 0; p < n_; ++p)
+      for (int i = 0; i < nsteps(p); ++i) {
+        const std::uint64_t* row = signals_before(flat(p, i));
+        for (std::size_t w = 0; w < W; ++w) seen_by[static_cast<std::size_t>(p) * W + w] |= row[w];
+        if (step(p, i).kind == StepKind::Wait)
+          waits_on[static_cast<std::size_t>(p) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(step(p, i).peer)] = 1;
+      }
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        const Step& g = step(r, i);
+        if (g.kind != StepKind::Get && g.kind != StepKind::GetReduce) continue;
+        const int p = g.peer;
+        const Span& S = g.src;
+        const std::string where = fmt::format("rank {}'s {}[{}..{})", p, buf_name(S.buf), S.offset, S.offset + S.count);
+        // (a) every write of the span by its owner is ordered with the read.
+        for (int j = 0; j < nsteps(p); ++j) {
+          const Step& w = step(p, j);
+          if (w.kind != StepKind::Copy && w.kind != StepKind::Reduce && w.kind != StepKind::Get &&
+              w.kind != StepKind::GetReduce)
+            continue;
+          if (!overlap(S, w.dst) || hb({p, j}, {r, i}) || hb({r, i}, {p, j})) continue;
+          const i64 lo = std::max(S.offset, w.dst.offset), hi = std::min(S.offset + S.count, w.dst.offset + w.dst.count);
+          reject("race across ranks: {} reads rank {}'s {}[{}..{}) while {} writes it, and neither happens "
+                 "before the other (no chain of deps and signal->wait between them)",
+                 at(r, i), p, buf_name(phys(S.buf)), lo, hi, at(p, j));
+        }
+        if (S.count == 0) continue;
+        // The owner must have entered the call: its buffers are only valid then.
+        const std::uint64_t* before = signals_before(flat(r, i));
+        bool started = false;
+        for (std::size_t w = sig_word0_[static_cast<std::size_t>(p)]; w < sig_word0_[static_cast<std::size_t>(p) + 1]; ++w)
+          started |= before[w] != 0;
+        if (!started)
+          reject("{}: reads {} with no signal from rank {} before it: the read may run before rank {} has "
+                 "entered the call (Wait on it first)",
+                 at(r, i), where, p, p);
+        // (b) a read of Input/Output is hb some step of the owner, so the
+        // owner cannot return and let the caller reuse the buffer first.
+        if (S.buf != Buf::Scratch) {
+          const std::uint64_t* after = signals_after(r, i);
+          const std::uint64_t* seen_by_p = &seen_by[static_cast<std::size_t>(p) * W + sig_word0_[static_cast<std::size_t>(r)]];
+          bool seen = false;
+          for (std::size_t w = 0; w < rank_sig_words(r); ++w) seen |= (after[w] & seen_by_p[w]) != 0;
+          if (!seen)
+            reject("{}: reads {}, but no step of rank {} waits for the read (directly or through other ranks): "
+                   "rank {} may return and reuse its buffer while the read is in flight; add an exit round "
+                   "(signal rank {} after the read, and let it wait)",
+                   at(r, i), where, p, p, p);
+        }
+        // (c) Scratch is double-buffered across calls: the owner's wait on
+        // the reader keeps call k+2 from overwriting what call k reads.
+        if (S.buf == Buf::Scratch && !waits_on[static_cast<std::size_t>(p) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(r)])
+          reject("{}: reads {}, but rank {} never waits on rank {}: scratch is double-buffered across calls, so "
+                 "without such a wait rank {} could overwrite it two calls later while the read is in flight",
+                 at(r, i), where, p, r, p);
+      }
+  }
+
   // ---- symbolic execution ----------------------------------------------
 
   void init_buffers() {
@@ -464,14 +800,17 @@ class Verifier {
     const i64 c = a_.count;
     for (int r = 0; r < n_; ++r) {
       for (Buf b : {Buf::Input, Buf::Output, Buf::Scratch}) buffer(r, b) = SymBuffer(buf_size(r, b));
-      SymBuffer& in = buffer(r, Buf::Input);
+      SymBuffer& in = buffer(r, Buf::Input);  // the Output buffer in the in-place pass
       SymBuffer& out = buffer(r, Buf::Output);
       switch (a_.coll) {
         case Collective::Broadcast:
           if (r == a_.root) out.fill(0, c, bit(r), 0);
           break;
         case Collective::AllReduce:
-        case Collective::Reduce: out.fill(0, c, bit(r), 0); break;
+        case Collective::Reduce:
+          // reads_input: the contribution is in Input (which is Output in place).
+          (p_.reads_input ? in : out).fill(0, c, bit(r), 0);
+          break;
         case Collective::AllGather:
           in.fill(0, c, bit(r), 0);
           out.fill(static_cast<i64>(r) * c, c, bit(r), 0);
@@ -496,11 +835,13 @@ class Verifier {
     }
   }
 
-  Values read_written(int r, int i, const Span& s) {
-    Values v = buffer(r, s.buf).read(s.offset, s.count);
+  // `owner`: whose buffer s names (a Get reads its peer's).
+  Values read_written(int r, int i, const Span& s, int owner = -1) {
+    Values v = buffer(owner < 0 ? r : owner, s.buf).read(s.offset, s.count);
     for (const Run& run : v)
       if (run.mask == 0)
-        reject("{}: reads {}[{}..{}) before anything wrote it", at(r, i), buf_name(s.buf), s.offset + run.start,
+        reject("{}: reads {}{}[{}..{}) before anything wrote it", at(r, i),
+               owner < 0 ? "" : fmt::format("rank {}'s ", owner), buf_name(s.buf), s.offset + run.start,
                s.offset + run.start + run.len);
     return v;
   }
@@ -536,12 +877,22 @@ class Verifier {
     return out;
   }
 
+  // Copy, Reduce, and the one-sided steps but Wait: a Get reads the peer's
+  // current values (the cross-rank rules made them the only possible ones).
   void run_local(int r, int i) {
     const Step& s = step(r, i);
-    Values v = read_written(r, i, s.src);
-    if (s.kind == StepKind::Reduce) v = combine(r, i, s.dst, v);
-    buffer(r, s.dst.buf).write(s.dst.offset, v);
     know(r, i) = deps_knowledge(r, i);
+    if (s.kind == StepKind::Signal) return;
+    const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce;
+    Values v = read_written(r, i, s.src, remote ? s.peer : -1);
+    if (s.kind == StepKind::Reduce) v = combine(r, i, s.dst, v);
+    if (s.kind == StepKind::GetReduce) v = combine(r, i, s.acc, v);
+    buffer(r, s.dst.buf).write(s.dst.offset, v);
+  }
+
+  // A Wait whose Signal was issued: it learns what the signaller knew.
+  void run_wait(int r, int i, Loc sig) {
+    know(r, i) = deps_knowledge(r, i) | know(sig.rank, sig.step);
   }
 
   void run_message(Loc snd, Loc rcv) {
@@ -596,15 +947,20 @@ class Verifier {
     std::vector<Loc> work;  // local steps, or the Send of a message ready to move
     std::size_t finished = 0;
 
+    // Local: runs once its deps are done (a Signal is issued then).
     auto is_local = [&](int r, int i) {
       const StepKind k = step(r, i).kind;
-      return k == StepKind::Copy || k == StepKind::Reduce;
+      return k != StepKind::Send && k != StepKind::Recv && k != StepKind::RecvReduce && k != StepKind::Wait;
     };
     auto partner = [&](int r, int i) { return partner_[static_cast<std::size_t>(r)][static_cast<std::size_t>(i)]; };
     auto on_ready = [&](int r, int i) {
       ready[flat(r, i)] = 1;
       if (is_local(r, i)) return work.push_back({r, i});
       const Loc other = partner(r, i);
+      if (step(r, i).kind == StepKind::Wait) {  // runs once its signal was issued
+        if (done[flat(other.rank, other.step)]) work.push_back({r, i});
+        return;
+      }
       if (!ready[flat(other.rank, other.step)]) return;
       work.push_back(step(r, i).kind == StepKind::Send ? Loc{r, i} : other);
     };
@@ -614,6 +970,10 @@ class Verifier {
       ++finished;
       for (std::size_t e = dep_start[k]; e < dep_start[k + 1]; ++e)
         if (--pending[flat(r, dep_of[e])] == 0) on_ready(r, dep_of[e]);
+      if (step(r, i).kind == StepKind::Signal) {
+        const Loc w = partner(r, i);
+        if (ready[flat(w.rank, w.step)]) work.push_back(w);
+      }
     };
 
     for (int r = 0; r < n_; ++r)
@@ -625,6 +985,9 @@ class Verifier {
       work.pop_back();
       if (is_local(w.rank, w.step)) {
         run_local(w.rank, w.step);
+        complete(w.rank, w.step);
+      } else if (step(w.rank, w.step).kind == StepKind::Wait) {
+        run_wait(w.rank, w.step, partner(w.rank, w.step));
         complete(w.rank, w.step);
       } else {
         const Loc rcv = partner(w.rank, w.step);
@@ -650,6 +1013,9 @@ class Verifier {
         break;
       }
     }
+    if (one_sided_)
+      reject("deadlock: {} of {} steps can never run (a wait completes only once its signal was issued){}",
+             total - finished, total, why);
     reject("deadlock: {} of {} steps can never run (a message moves only once both its send and its "
            "receive are ready){}",
            total - finished, total, why);
@@ -727,17 +1093,33 @@ class Verifier {
   std::vector<SymBuffer> bufs_;            // [rank * 3 + Buf]
   std::vector<std::size_t> first_;         // flat index of each rank's step 0
   std::vector<Mask> know_;                 // per flat step: ranks known to have started when it finishes
+  const bool aliased_;                     // in-place pass of a reads_input plan
+  bool one_sided_ = false;                 // the plan's steps are one-sided
+  std::vector<std::vector<std::uint64_t>> reach_;  // per rank: local_closure()
+  std::vector<std::size_t> words_;                 // per rank: words per reach_ row (0: not built)
+  // Happens-before of one-sided plans (build_hb).
+  std::vector<int> sig_bit_;                // per flat step: bit of a signal in its rank's range, else -1
+  std::vector<std::size_t> sig_word0_;      // per rank: first word of its signals in a row; [n] = row width
+  std::vector<std::uint64_t> hb_sigs_;      // per flat step: signals hb it (or it)
+  std::vector<std::size_t> after_base_;     // per rank: start of its rows in after_sigs_
+  std::vector<std::uint64_t> after_sigs_;   // per step: its rank's signals it precedes locally (or is)
+  bool hb_complete_ = false;                // false: the graph has a cycle
 };
 
 }  // namespace
 
 VerifyResult verify(const Plan& plan) {
+  bool in_place = false;
   try {
-    Verifier(plan).run();
+    Verifier(plan, false).run();
+    // A reads_input plan also runs in place, with Input and Output one buffer.
+    in_place = true;
+    if (plan.reads_input) Verifier(plan, true).run();
     return {};
   } catch (const Failure& f) {
-    return {false, fmt::format("{} / {} (nranks {}, count {}, root {}): {}", collective_name(plan.coll),
-                               plan.algorithm, plan.args.nranks, plan.args.count, plan.args.root, f.message)};
+    return {false, fmt::format("{} / {} (nranks {}, count {}, root {}{}): {}", collective_name(plan.coll),
+                               plan.algorithm, plan.args.nranks, plan.args.count, plan.args.root,
+                               in_place ? ", in place: input and output are the same memory" : "", f.message)};
   } catch (const std::exception& e) {
     // input_count() rejects malformed alltoall splits with braid::Error.
     return {false, fmt::format("{} / {}: {}", collective_name(plan.coll), plan.algorithm, e.what())};

@@ -19,6 +19,33 @@
 //     the right value; for a barrier, every rank has (transitively through
 //     messages) heard from every other before its last step finishes.
 //
+// One-sided plans (plan.hpp, "One-sided steps") are checked the same way,
+// plus:
+//  1'. structure: the plan is all messages or all one-sided steps and says so
+//     (Plan::one_sided); every Signal meets exactly one Wait with the same
+//     (sender, receiver, slot); a Get/GetReduce source lies in the PEER's
+//     buffer, its destination and operand (acc) in its own, all of one count,
+//     with acc either exactly dst or not overlapping it; each rank's signals
+//     to one peer, and its waits on one peer, are ordered by deps in slot
+//     order (the runtime counts signals instead of tagging them);
+//  2'. races: within a rank as above (a Get writes dst, a GetReduce also
+//     reads acc); across ranks, with happens-before = deps plus
+//     Signal -> Wait: every write by the owner of a span a peer reads is
+//     ordered with that read; the owner has signalled (it entered the call)
+//     before any read of its memory; a read of a peer's Input/Output happens
+//     before some step of that peer (it cannot return and reuse the buffer
+//     first); a peer whose Scratch is read waits on the reader somewhere
+//     (Scratch is double-buffered across calls);
+//  3'. semantics: a Wait runs once its Signal was issued, a Get copies the
+//     peer's current values (2' makes them the only possible ones), a
+//     GetReduce combines like RecvReduce; a Wait whose Signal can never be
+//     issued is a deadlock.
+// A reads_input plan (AllReduce/Reduce reading Input[count]) is verified
+// twice: with Input and Output distinct, then in place, with every Input
+// span being the Output span at the same offset (writes to Output change
+// what Input reads return; 2' treats them as one buffer); both must pass,
+// and a failure of the second says "in place".
+//
 // Cost is independent of `count`: buffers are kept as runs of consecutive
 // values, so a 1M-element plan verifies as fast as a 1K one with the same
 // steps. Groups of up to 64 ranks are supported.

@@ -7,6 +7,9 @@
 //   braid-sim allreduce --plan --algo ring --ranks 4 --count 8
 //       prints the plan step by step and the verifier's verdict.
 //   add --verify to a sweep to run the verifier on every plan in it.
+//   --one-host (implied by --backend shm) offers the one-sided one-host
+//   algorithms (oneshot, twoshot, peer_read, signal) as the runtime does
+//   when every rank of the group shares one host's memory.
 #include <fmt/core.h>
 
 #include <cctype>
@@ -30,8 +33,10 @@ using braid::plan::Collective;
 
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
-    "                 [--backend tcp|shm] [--root R] [--algo NAME] [--verify]\n"
+    "                 [--backend tcp|shm] [--one-host] [--root R] [--algo NAME] [--verify]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
+    "                 [--backend tcp|shm] [--one-host]\n"
+    "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n";
 
@@ -55,6 +60,7 @@ struct Options {
   int root = 0;
   std::string algo;
   bool plan = false, verify = false;
+  bool one_host = false;  // PlanArgs::topology.one_host
   std::optional<std::int64_t> count;
 };
 
@@ -119,12 +125,13 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--backend") {
       o.backend = value();
       if (o.backend == "tcp") o.params = braid::plan::kTcpLoopback;
-      else if (o.backend == "shm") o.params = braid::plan::kSharedMemory;
+      else if (o.backend == "shm") o.params = braid::plan::kSharedMemory, o.one_host = true;
       else usage_error(fmt::format("unknown --backend '{}'; expected tcp or shm", o.backend));
     } else if (flag == "--root") o.root = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--algo") o.algo = value();
     else if (flag == "--count") o.count = parse_int(flag, value());
     else if (flag == "--plan") o.plan = true;
+    else if (flag == "--one-host") o.one_host = true;
     else if (flag == "--verify") o.verify = true;
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
@@ -145,6 +152,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.count = count;
   a.elem_size = o.elem_size;
   a.root = o.root;
+  a.topology.one_host = o.one_host;
   return a;
 }
 

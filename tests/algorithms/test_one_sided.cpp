@@ -1,0 +1,426 @@
+// One-sided one-host plans: every such registered algorithm verified over
+// group sizes, roots and counts with topology.one_host set (and refused
+// without it); hand-broken plans rejected for the right reason; the cost
+// model's one-sided rules and the choice it makes on one host.
+#include <catch2/catch.hpp>
+#include <fmt/core.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "builder.hpp"
+#include "cost_model.hpp"
+#include "plan.hpp"
+#include "registry.hpp"
+#include "verify.hpp"
+
+using namespace braid::plan;
+
+namespace {
+
+PlanArgs host_args(Collective coll, int n, std::int64_t count, int root = 0, std::size_t elem_size = 4) {
+  PlanArgs a;
+  a.coll = coll;
+  a.nranks = n;
+  a.count = count;
+  a.root = root;
+  a.elem_size = elem_size;
+  a.topology.one_host = true;
+  return a;
+}
+
+bool rooted(Collective c) {
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
+         c == Collective::Scatter;
+}
+
+// An algorithm is one-sided if what it builds on one host is.
+bool one_sided(const Algorithm& alg) {
+  const auto args = host_args(alg.coll, 3, alg.coll == Collective::Barrier ? 0 : 5, 1);
+  return (!alg.supports || alg.supports(args)) && alg.build(args).one_sided;
+}
+
+std::vector<const Algorithm*> one_sided_algorithms() {
+  std::vector<const Algorithm*> out;
+  for (const Algorithm& a : algorithms())
+    if (one_sided(a)) out.push_back(&a);
+  return out;
+}
+
+std::string rejection(const Plan& p) {
+  const VerifyResult v = verify(p);
+  CHECK_FALSE(v.ok);
+  return v.error;
+}
+
+// Turns a step into an empty local copy: indices and deps stay valid.
+void neuter(Step& s) {
+  s.kind = StepKind::Copy;
+  s.peer = -1;
+  s.src = out(0, 0);
+  s.dst = out(0, 0);
+  s.acc = out(0, 0);
+}
+
+}  // namespace
+
+TEST_CASE("the one-sided algorithms are registered, and only for one host", "[one_sided][registry]") {
+  const auto algs = one_sided_algorithms();
+  std::set<std::string> names;
+  for (const Algorithm* a : algs) names.insert(fmt::format("{}:{}", collective_name(a->coll), a->name));
+  for (const char* want : {"allreduce:oneshot", "allreduce:twoshot", "reducescatter:oneshot",
+                           "reducescatter:peer_read", "allgather:oneshot", "allgather:peer_read", "broadcast:oneshot",
+                           "broadcast:peer_read", "reduce:oneshot", "reduce:peer_read", "gather:peer_read",
+                           "scatter:peer_read", "alltoall:peer_read", "barrier:signal"}) {
+    INFO(want);
+    CHECK(names.count(want) == 1);
+  }
+  for (const Algorithm* a : algs) {
+    INFO(fmt::format("{} / {}", collective_name(a->coll), a->name));
+    for (int n : {1, 2, 8}) {
+      PlanArgs args = host_args(a->coll, n, 16);
+      args.topology.one_host = false;
+      REQUIRE(a->supports != nullptr);
+      CHECK_FALSE(a->supports(args));
+    }
+  }
+  // Message algorithms stay message algorithms on one host.
+  for (const Algorithm& a : algorithms()) {
+    const auto args = host_args(a.coll, 4, a.coll == Collective::Barrier ? 0 : 9, 1);
+    if ((a.supports && !a.supports(args)) || one_sided(a)) continue;
+    CHECK_FALSE(a.build(args).one_sided);
+  }
+}
+
+TEST_CASE("every one-sided algorithm verifies over sizes, roots and counts", "[one_sided][verify]") {
+  const auto algs = one_sided_algorithms();
+  REQUIRE(algs.size() >= 14);
+  std::vector<std::string> failures;
+  int plans = 0;
+  for (const Algorithm* alg : algs) {
+    int nontrivial = 0;  // plans with more than one rank and some data: one-sided steps in them
+    for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 16, 17, 31, 64}) {
+      std::set<int> roots = {0};
+      if (rooted(alg->coll)) roots = {0, 1 % n, n / 2, n - 1};
+      for (int root : roots) {
+        for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{n - 1}, std::int64_t{2 * n + 3},
+                                   std::int64_t{100003}}) {
+          const bool barrier = alg->coll == Collective::Barrier;
+          PlanArgs args = host_args(alg->coll, n, barrier ? 0 : count, root, count == 100003 ? 4096 : 4);
+          std::vector<PlanArgs> variants = {args};
+          // Uneven, with empty blocks: not offered (the runtime does not know
+          // where a peer's block sits), but the generator must still be right.
+          if (alg->coll == Collective::AllToAll) {
+            args.splits.assign(static_cast<std::size_t>(n), std::vector<std::int64_t>(static_cast<std::size_t>(n)));
+            for (int i = 0; i < n; ++i)
+              for (int j = 0; j < n; ++j)
+                args.splits[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)] =
+                    (i * 31 + j * 17) % 5 == 0 ? 0 : count % 7 + (i + 2 * j) % 3;
+            variants.push_back(args);
+          }
+          for (const PlanArgs& v : variants) {
+            INFO(fmt::format("{} / {} n={} count={} root={}", collective_name(alg->coll), alg->name, n, count, root));
+            REQUIRE(alg->supports(v) == v.splits.empty());
+            const Plan plan = alg->build(v);
+            ++plans;
+            if (n > 1 && (barrier || count > 0)) {
+              ++nontrivial;
+              if (!plan.one_sided) failures.push_back(fmt::format("{} / {} n={}: not one-sided", collective_name(alg->coll), alg->name, n));
+            }
+            const VerifyResult r = verify(plan);
+            if (!r.ok) failures.push_back(r.error);
+          }
+          if (barrier) break;
+        }
+      }
+    }
+    INFO(fmt::format("{} / {}", collective_name(alg->coll), alg->name));
+    CHECK(nontrivial >= 13);  // every size but 1, at least once
+  }
+  INFO(fmt::format("{} plans", plans));
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) FAIL_CHECK(failures[i]);
+  CHECK(failures.empty());
+}
+
+// Mutations of the real plans: dropping any read of a peer loses data, and
+// dropping any signal (with its wait) loses an ordering the plan needs. The
+// verifier must catch every one.
+TEST_CASE("dropping any one read or signal of a one-sided algorithm is caught", "[one_sided][verify]") {
+  int mutants = 0;
+  for (const Algorithm* alg : one_sided_algorithms()) {
+    for (int n : {2, 5, 8}) {
+      const auto args = host_args(alg->coll, n, alg->coll == Collective::Barrier ? 0 : 2 * n + 3, 1 % n);
+      const Plan plan = alg->build(args);
+      REQUIRE(verify(plan).ok);
+      for (int r = 0; r < n; ++r) {
+        const auto& steps = plan.ranks[static_cast<std::size_t>(r)].steps;
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+          const Step& s = steps[i];
+          const bool read = (s.kind == StepKind::Get || s.kind == StepKind::GetReduce) && s.src.count > 0;
+          if (!read && s.kind != StepKind::Signal) continue;
+          Plan m = plan;
+          neuter(m.ranks[static_cast<std::size_t>(r)].steps[i]);
+          if (s.kind == StepKind::Signal)
+            for (Step& t : m.ranks[static_cast<std::size_t>(s.peer)].steps)
+              if (t.kind == StepKind::Wait && t.peer == r && t.slot == s.slot) neuter(t);
+          INFO(fmt::format("{} / {} nranks={}: dropped rank {} step {} ({})", collective_name(alg->coll), alg->name,
+                           n, r, i, to_string(s)));
+          CHECK_FALSE(verify(m).ok);
+          ++mutants;
+        }
+      }
+    }
+  }
+  CHECK(mutants > 100);
+}
+
+// ---- the verifier catches broken one-sided plans ---------------------------
+
+TEST_CASE("one-sided: a Get without a Wait races with the owner's write", "[one_sided][negative]") {
+  // Rank 0 publishes in Scratch and signals, but rank 1 reads before waiting.
+  PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+  b.need_scratch(0, 4);
+  b.signal(0, 1, {b.copy(0, out(0, 4), scratch(0, 4))});
+  b.wait(0, 1);
+  b.signal(1, 0);
+  const int w = b.wait(1, 0);
+  b.get(1, 0, scratch(0, 4), out(0, 4));  // forgot {w}
+  (void)w;
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("race across ranks"));
+  CHECK_THAT(e, Catch::Contains("rank 0's scratch[0..4)"));
+}
+
+TEST_CASE("one-sided: a Get of a peer's Output with no exit round", "[one_sided][negative]") {
+  // Broadcast straight from the root's Output, but the root may return (and
+  // its caller overwrite the buffer) while rank 1 is still reading.
+  PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+  b.signal(0, 1);
+  b.get(1, 0, out(0, 4), out(0, 4), {b.wait(1, 0)});
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("no step of rank 0 waits for the read"));
+  CHECK_THAT(e, Catch::Contains("exit round"));
+}
+
+TEST_CASE("one-sided: reading Scratch whose owner never waits on the reader", "[one_sided][negative]") {
+  PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+  b.need_scratch(0, 4);
+  b.signal(0, 1, {b.copy(0, out(0, 4), scratch(0, 4))});
+  b.get(1, 0, scratch(0, 4), out(0, 4), {b.wait(1, 0)});
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("rank 0 never waits on rank 1"));
+  CHECK_THAT(e, Catch::Contains("double-buffered"));
+}
+
+TEST_CASE("one-sided: a reads_input plan that is only correct out of place", "[one_sided][negative]") {
+  // Each rank reduces the whole peer Input into its Output. Out of place
+  // that is right; in place a rank's Input is its Output, which it rewrites
+  // while the peer is still reading it.
+  PlanBuilder b(host_args(Collective::AllReduce, 2, 4), "broken");
+  b.reads_input();
+  for (int r = 0; r < 2; ++r) {
+    const int ready = b.signal(r, 1 - r);
+    const int w = b.wait(r, 1 - r);
+    const int got = b.get_reduce(r, 1 - r, in(0, 4), in(0, 4), out(0, 4), {w});
+    b.signal(r, 1 - r, {got, ready});
+    b.wait(r, 1 - r, {w});
+  }
+  const std::string e = rejection(b.finish());
+  // "in place" names the second pass: the out-of-place one succeeded.
+  CHECK_THAT(e, Catch::Contains("in place: input and output are the same memory"));
+  CHECK_THAT(e, Catch::Contains("race across ranks"));
+}
+
+TEST_CASE("one-sided: a plan mixing messages and one-sided steps", "[one_sided][negative]") {
+  PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "broken");
+  b.send(0, 1, out(0, 4));
+  b.recv(1, 0, out(0, 4));
+  b.signal(0, 2);
+  b.get(2, 0, out(0, 4), out(0, 4), {b.wait(2, 0)});
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("never both"));
+}
+
+TEST_CASE("one-sided: unordered signals and waits of one pair", "[one_sided][negative]") {
+  SECTION("signals") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+    b.signal(0, 1);
+    b.signal(0, 1);  // slot 1, not after slot 0
+    b.wait(1, 0, {b.wait(1, 0)});
+    b.signal(1, 0);
+    b.wait(0, 1);
+    const std::string e = rejection(b.finish());
+    CHECK_THAT(e, Catch::Contains("signals from rank 0 to rank 1 (slots 0 and 1) are not ordered"));
+  }
+  SECTION("waits") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+    b.signal(0, 1, {b.signal(0, 1)});
+    b.wait(1, 0);
+    b.wait(1, 0);
+    b.signal(1, 0);
+    b.wait(0, 1);
+    const std::string e = rejection(b.finish());
+    CHECK_THAT(e, Catch::Contains("waits of rank 1 on rank 0 (slots 0 and 1) are not ordered"));
+  }
+}
+
+TEST_CASE("one-sided: structural mistakes", "[one_sided][negative]") {
+  SECTION("a wait with no signal") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+    b.wait(0, 1);
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("no signal from rank 1 to rank 0 has slot 0"));
+  }
+  SECTION("a signal nobody waits for") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+    b.signal(0, 1);
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("never waits for this signal"));
+  }
+  SECTION("one_sided flag disagrees with the steps") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+    b.signal(0, 1);
+    b.wait(1, 0);
+    Plan p = b.finish();
+    p.one_sided = false;
+    CHECK_THAT(rejection(p), Catch::Contains("plan.one_sided is false"));
+  }
+  SECTION("a Get past the end of the peer's buffer") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.signal(0, 1);
+    b.get(1, 0, in(2, 4), out(0, 4), {b.wait(1, 0)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("outside the buffer, which has 4 elements on rank 0"));
+  }
+  SECTION("a Get into the read-only input") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.signal(0, 1);
+    b.get(1, 0, in(0, 4), in(0, 4), {b.wait(1, 0)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("read-only input"));
+  }
+  SECTION("operand and destination shifted against each other") {
+    PlanBuilder b(host_args(Collective::AllReduce, 2, 4), "broken");
+    b.signal(0, 1);
+    b.get_reduce(1, 0, out(0, 2), out(0, 2), out(1, 2), {b.wait(1, 0)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("operand and destination overlap"));
+  }
+  SECTION("a get_reduce in a data-movement collective") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.signal(0, 1);
+    b.get_reduce(1, 0, in(0, 4), in(0, 4), out(0, 4), {b.wait(1, 0)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("only moves data"));
+  }
+  SECTION("reading itself") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.get(0, 0, in(0, 4), out(4, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("reads from itself"));
+  }
+  SECTION("reading a peer before it has entered the call") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.signal(1, 0, {b.get(1, 0, in(0, 4), out(0, 4))});
+    b.wait(0, 1);
+    b.signal(0, 1, {b.get(0, 1, in(0, 4), out(4, 4))});
+    b.wait(1, 0);
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("reads rank 1's in[0..4) with no signal from rank 1 before it"));
+  }
+  SECTION("reads_input on a collective without it") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.reads_input();
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("reads_input"));
+  }
+}
+
+TEST_CASE("one-sided: waits that wait on each other deadlock", "[one_sided][negative]") {
+  PlanBuilder b(host_args(Collective::Barrier, 2, 0), "broken");
+  for (int r = 0; r < 2; ++r) b.signal(r, 1 - r, {b.wait(r, 1 - r)});
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("deadlock"));
+  CHECK_THAT(e, Catch::Contains("a wait completes only once its signal was issued"));
+}
+
+TEST_CASE("one-sided: a barrier that lets a rank leave early", "[one_sided][negative]") {
+  // Rank 0 hears from everyone but releases only rank 1.
+  PlanBuilder b(host_args(Collective::Barrier, 3, 0), "broken");
+  Deps arrived;
+  for (int r = 1; r < 3; ++r) {
+    b.signal(r, 0);
+    arrived.push_back(b.wait(0, r));
+  }
+  b.signal(0, 1, arrived);
+  b.wait(1, 0);
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("barrier: rank 2 can finish before ranks {0-1}"));
+}
+
+TEST_CASE("one-sided: the wrong value is caught by the symbolic run", "[one_sided][negative]") {
+  // oneshot all-reduce where rank 1 reads rank 0's Scratch twice and rank
+  // 2's never: counts rank 0 twice.
+  const Algorithm* oneshot = find_algorithm(Collective::AllReduce, "oneshot");
+  REQUIRE(oneshot != nullptr);
+  Plan p = oneshot->build(host_args(Collective::AllReduce, 3, 5));
+  REQUIRE(verify(p).ok);
+  for (Step& s : p.ranks[1].steps)
+    if (s.kind == StepKind::GetReduce && s.peer == 2) s.peer = 0;
+  const std::string e = rejection(p);
+  CHECK_THAT(e, Catch::Contains("twice"));
+}
+
+// ---- cost model ------------------------------------------------------------
+
+TEST_CASE("cost model: one-sided steps", "[one_sided][cost]") {
+  CostParams c{1e-6, 1e-9, 0.5e-9, 0.25e-9, 0.2e-6};
+  SECTION("a wait completes signal_s after its signal") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "t");
+    b.signal(0, 1);
+    b.wait(1, 0);
+    CHECK(predict_seconds(b.finish(), c) == Approx(0.2e-6));
+  }
+  SECTION("a get costs copy per byte after the wait; a get_reduce gamma") {
+    PlanBuilder b(host_args(Collective::AllReduce, 2, 100, 0, 4), "t");
+    b.signal(0, 1);
+    const int got = b.get_reduce(1, 0, out(0, 100), out(0, 100), out(0, 100), {b.wait(1, 0)});
+    b.signal(1, 0, {got});
+    b.wait(0, 1);
+    CHECK(predict_seconds(b.finish(), c) == Approx(0.2e-6 + 400 * 0.5e-9 + 0.2e-6));
+  }
+  SECTION("one CPU per rank: its local and one-sided work runs one at a time") {
+    PlanBuilder b(host_args(Collective::AllGather, 3, 100, 0, 4), "t");
+    b.signal(1, 0);
+    b.signal(2, 0);
+    b.get(0, 1, in(0, 100), out(100, 100), {b.wait(0, 1)});
+    b.get(0, 2, in(0, 100), out(200, 100), {b.wait(0, 2)});
+    b.copy(0, in(0, 100), out(0, 100));
+    CHECK(predict_seconds(b.finish(), c) == Approx(0.2e-6 + 2 * 400 * 0.25e-9));
+  }
+  SECTION("a wait whose signal is never issued never finishes") {
+    PlanBuilder b(host_args(Collective::Barrier, 2, 0), "t");
+    for (int r = 0; r < 2; ++r) b.signal(r, 1 - r, {b.wait(r, 1 - r)});
+    CHECK(std::isinf(predict_seconds(b.finish(), c)));
+  }
+}
+
+TEST_CASE("cost model: one-sided plans never cost less for more bytes", "[one_sided][cost]") {
+  for (const Algorithm* a : one_sided_algorithms()) {
+    for (int n : {2, 3, 8}) {
+      Plan p = a->build(host_args(a->coll, n, a->coll == Collective::Barrier ? 0 : 1000, n / 2));
+      double prev = 0;
+      for (std::size_t elem : {1, 2, 4, 64, 4096}) {
+        p.args.elem_size = elem;
+        const double t = predict_seconds(p, kSharedMemory);
+        INFO(fmt::format("{} / {} nranks={} elem_size={}", collective_name(p.coll), p.algorithm, n, elem));
+        CHECK(std::isfinite(t));
+        CHECK(t >= prev);
+        prev = t;
+      }
+    }
+  }
+}
+
+TEST_CASE("choose on one host: oneshot for small all-reduce, twoshot for large", "[one_sided][cost]") {
+  const auto small = host_args(Collective::AllReduce, 2, 2);                    // 8 bytes
+  const auto large = host_args(Collective::AllReduce, 2, (std::int64_t{64} << 20) / 4);  // 64 MiB
+  CHECK(std::string(choose(Collective::AllReduce, small, kSharedMemory)->name) == "oneshot");
+  CHECK(std::string(choose(Collective::AllReduce, large, kSharedMemory)->name) == "twoshot");
+  // Without one host the one-sided algorithms are not candidates.
+  PlanArgs remote = small;
+  remote.topology.one_host = false;
+  CHECK_FALSE(choose(Collective::AllReduce, remote, kSharedMemory)->build(remote).one_sided);
+}

@@ -30,6 +30,8 @@ const char* const kUsage =
     "  --algo NAME             force an algorithm (OpOptions::algorithm); not with 'all', where\n"
     "                          BRAID_ALGO='allreduce:ring;broadcast:tree' does the same per collective\n"
     "  --backend NAME          InitOptions::backend (default auto)\n"
+    "  -R, --register 0|1      1: buffers from braid::mem_alloc, which peers on the host read in\n"
+    "                          place (zero copy); 0: aligned_alloc, read with one copy (default 0)\n"
     "  --window W              bw: messages in flight per iteration (default 64)\n"
     "  --timeout SECONDS       deadline for every wait, init included (default 300)\n"
     "  --json FILE, --csv FILE also write the figures there (rank 0)\n"
@@ -184,6 +186,7 @@ std::optional<Args> parse_args(int argc, char** argv) {
     else if (f == "--algo") a.algo = value();
     else if (f == "--backend") a.backend = value();
     else if (f == "--window") a.window = parse_int(f, value(), 1, 1 << 16);
+    else if (f == "-R" || f == "--register") a.shareable = parse_int(f, value(), 0, 1) != 0;
     else if (f == "--timeout") a.timeout_s = parse_int(f, value(), 1, 1 << 24);
     else if (f == "--json") a.json_path = value();
     else if (f == "--csv") a.csv_path = value();

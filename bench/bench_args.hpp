@@ -33,6 +33,7 @@ struct Args {
   std::string json_path, csv_path;
   int timeout_s = 300;
   int window = 64;  // bw: messages in flight per iteration
+  bool shareable = false;  // -R 1: buffers from braid::mem_alloc
 };
 
 // Parses argv. On -h prints the usage and returns nullopt (exit 0); on a bad

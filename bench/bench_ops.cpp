@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "braid/memory.hpp"
 #include "braid/ops.hpp"
 
 namespace bench {
@@ -15,13 +16,24 @@ namespace bench {
 using braid::ReduceOp;
 using braid::Tensor;
 
-void Buffer::Free::operator()(void* p) const noexcept { std::free(p); }
+void BufferFree::operator()(void* p) const noexcept {
+  if (!braid_mem) return std::free(p);
+  try {
+    braid::mem_free(p);
+  } catch (...) {
+  }
+}
 
 void Buffer::reserve(std::size_t bytes) {
   if (bytes <= cap_ && p_) return;
   const std::size_t rounded = (bytes + 63) / 64 * 64 + 64;  // never 0, a multiple of the alignment
-  p_.reset(std::aligned_alloc(64, rounded));
-  if (!p_) throw std::bad_alloc();
+  p_.reset();
+  if (shareable) {
+    p_ = std::unique_ptr<void, BufferFree>(braid::mem_alloc(rounded), BufferFree{true});
+  } else {
+    p_ = std::unique_ptr<void, BufferFree>(std::aligned_alloc(64, rounded), BufferFree{false});
+    if (!p_) throw std::bad_alloc();
+  }
   cap_ = rounded;
 }
 

@@ -14,18 +14,24 @@
 
 namespace bench {
 
+// Frees a Buffer's memory the way it was allocated.
+struct BufferFree {
+  bool braid_mem = false;
+  void operator()(void* p) const noexcept;
+};
+
 // A 64-byte aligned, growable host buffer (grows only; contents not kept).
+// With `shareable` set (braid-bench -R 1, like nccl-tests' registration
+// flag) it comes from braid::mem_alloc, so peers on the host read it in place.
 class Buffer {
  public:
+  static inline bool shareable = false;
   void reserve(std::size_t bytes);
   void* data() { return p_.get(); }
   char* bytes() { return static_cast<char*>(data()); }
 
  private:
-  struct Free {
-    void operator()(void* p) const noexcept;
-  };
-  std::unique_ptr<void, Free> p_;
+  std::unique_ptr<void, BufferFree> p_;
   std::size_t cap_ = 0;
 };
 

@@ -109,7 +109,9 @@ int run(const Args& a) {
   info.command_line = a.command_line;
   info.version = BRAID_VERSION;
   info.nranks = n;
-  info.backend = fmt::format("{} (requested {})", braid::get_backend(), a.backend);
+  info.backend = fmt::format("{} (requested {}); buffers: {}", braid::get_backend(), a.backend,
+                             a.shareable ? "braid::mem_alloc (-R 1)" : "aligned_alloc");
+  bench::Buffer::shareable = a.shareable;
   const char* env_algo = std::getenv("BRAID_ALGO");
   info.algorithm = !a.algo.empty() ? a.algo
                    : (env_algo && *env_algo) ? fmt::format("BRAID_ALGO={}", env_algo)

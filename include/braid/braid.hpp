@@ -3,6 +3,7 @@
 
 #include "braid/error.hpp"
 #include "braid/group.hpp"
+#include "braid/memory.hpp"
 #include "braid/ops.hpp"
 #include "braid/options.hpp"
 #include "braid/process_group.hpp"

@@ -35,6 +35,11 @@ struct Call {
   ExecBuffers buffers;
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
+  // AllReduce/Reduce: the caller's input, and the copy of it into Output the
+  // buffer contract wants; a plan that reads Input (Plan::reads_input)
+  // gets the input instead and the copy is skipped.
+  const void* contribution = nullptr;
+  std::function<void()> init_output;
 };
 
 std::shared_ptr<detail::GroupImpl> group_of(const OpOptions& o, const char* op) {
@@ -116,15 +121,26 @@ Work run(Call c, const OpOptions& o) {
   args.elem_size = dtype_size(c.dtype);
   args.root = c.root;
   args.splits = std::move(c.splits);
+  args.topology.one_host = g.shared_memory;
   auto compiled = get_plan(args, g.my_rank, o.algorithm, g.shared_memory, &g.host_of);
-  // The sequence number is taken at issue, on the caller's thread: issue
-  // order is what all ranks agree on.
+  if (compiled->plan->reads_input) {
+    c.buffers.input = c.contribution;
+  } else if (c.init_output) {
+    c.before = [init = std::move(c.init_output), prev = std::move(c.before)] {
+      init();
+      if (prev) prev();
+    };
+  }
+  // The sequence number (and a one-sided plan's turn) is taken at issue, on
+  // the caller's thread: issue order is what all ranks agree on.
   const std::uint64_t seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t ticket =
+      compiled->plan->one_sided ? c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed) : 0;
   const Deadline deadline = Deadline::after(timeout);
   Engine* engine = ctx.engine.get();
-  auto body = [c = std::move(c), compiled, seq, timeout, deadline, engine] {
+  auto body = [c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
     if (c.before) c.before();
-    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what};
+    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what, ticket};
     execute(*engine, call);
     if (c.after) c.after();
   };
@@ -199,7 +215,8 @@ Work all_reduce(const Tensor& input, const Tensor& output, ReduceOp op, const Op
   c.op = op;
   c.count = input.count;
   c.buffers.output = output.data;
-  if (input.data != output.data) c.before = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+  c.contribution = input.data;
+  if (input.data != output.data) c.init_output = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
 }
@@ -219,14 +236,16 @@ Work reduce(const Tensor& input, const Tensor& output, int dst, ReduceOp op, con
     same_dtype(input, output, "input", "output", c.what);
     need_count(output.count, input.count, "output", "the same as input", c.what);
     c.buffers.output = output.data;
-    if (input.data != output.data) c.before = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+    c.contribution = input.data;
+    if (input.data != output.data) c.init_output = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
     avg_after(c, output.data, output.count, true);
   } else {
     // A non-root's data is only an input: the plan works on a private copy.
     auto b = alloc(input.nbytes());
     c.keep.push_back(b);
     c.buffers.output = b->data();
-    c.before = [=] { copy_bytes(b->data(), input.data, input.nbytes()); };
+    c.contribution = input.data;
+    c.init_output = [=] { copy_bytes(b->data(), input.data, input.nbytes()); };
   }
   return run(std::move(c), o);
 }

@@ -99,7 +99,8 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
     g.host_of.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(id);
   }
-  g.shared_memory = hosts.size() <= 1 && c.backend != "tcp";
+  // "verbs" forces RDMA even between local ranks: no shared memory then.
+  g.shared_memory = hosts.size() <= 1 && (c.backend == "auto" || c.backend == "shm");
 }
 
 std::string group_signature(const Context& c, const detail::GroupImpl& g) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,10 @@
 
 namespace braid {
 
+namespace shm {
+class Window;
+}
+
 namespace detail {
 struct GroupImpl {
   std::uint32_t id = 0;
@@ -28,6 +33,15 @@ struct GroupImpl {
   // do and talk through shared memory: the cost model the choice uses.
   std::vector<int> host_of;
   bool shared_memory = false;
+  // One-sided plans (possible when shared_memory): they run one at a time,
+  // in issue order (a ticket taken at issue), on the group's window, which
+  // the first such call creates (see transports/shm/window.hpp).
+  std::atomic<std::uint64_t> one_sided_issued{0};
+  std::atomic<std::uint64_t> one_sided_turn{0};
+  std::atomic<int> one_sided_waiters{0};
+  std::mutex one_sided_mu;  // with the cv, only for calls not yet in turn
+  std::condition_variable one_sided_cv;
+  std::shared_ptr<shm::Window> window;
 };
 }  // namespace detail
 

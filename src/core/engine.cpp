@@ -99,8 +99,12 @@ Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
 }
 
 void Engine::set_local_ranks(int n) {
-  if (spin_from_env_) return;
+  if (spin_from_env_) {
+    oversubscribed_ = n > online_cpus();
+    return;
+  }
   const int cpus = online_cpus();
+  oversubscribed_ = n > cpus;
   spin_ = n > cpus ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
   BRAID_INFO("{} ranks on this host, {} CPUs: waiters poll for {} us", n, cpus, spin_.count());
 }
@@ -248,6 +252,18 @@ void Engine::peer_left(int peer) {
     if (r.peer == peer) complete(r, e);
   });
   cv_.notify_all();
+}
+
+void Engine::abort_peer_gone(int peer, const std::string& reason) {
+  std::unique_lock lk(mu_);
+  abort_locked(peer, reason, true);
+  throw_aborted(lk);
+}
+
+void Engine::check_abort() {
+  std::unique_lock lk(mu_);
+  if (!abort_error_ && !token_ && Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
+  if (abort_error_) throw_aborted(lk);
 }
 
 [[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {

@@ -110,6 +110,17 @@ class Engine {
   // before sleeping (not when ranks outnumber CPUs). Called once at init.
   void set_local_ranks(int n);
 
+  // --- for the one-sided runtime (shm::Window), which waits without the
+  // mutex: how long to poll before sleeping, and whether to yield the CPU
+  // while polling (ranks outnumber CPUs).
+  std::chrono::microseconds spin_time() const { return spin_; }
+  bool oversubscribed() const { return oversubscribed_; }
+  // A peer on this host is gone: abort the job naming it, then throw.
+  [[noreturn]] void abort_peer_gone(int peer, const std::string& reason);
+  // Throws the job's abort error if there is one; about once a second also
+  // looks in the store for an abort another rank published.
+  void check_abort();
+
   // Says goodbye to every peer and stops the background thread.
   void shutdown();
   // True once the job is known to be aborted; the error names the dead rank.
@@ -142,6 +153,7 @@ class Engine {
   std::vector<int> awaited_;  // waiters per peer
   std::chrono::microseconds spin_{50};
   bool spin_from_env_ = false;
+  bool oversubscribed_ = false;
   void abort_locked(int peer, const std::string& reason, bool publish);
   void fail_all_locked(const std::exception_ptr& e);
   void ensure_connected(int peer, Deadline deadline);

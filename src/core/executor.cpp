@@ -27,6 +27,17 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
       fail(ErrorCode::Internal, "plan {} uses message slot {}, beyond the 2^24 the tag layout allows",
            c->plan->algorithm, steps[i].slot);
   }
+  if (c->plan->one_sided) {
+    c->waits_on.assign(c->plan->ranks.size(), 0);
+    for (const auto& s : steps)
+      if (s.kind == plan::StepKind::Wait) c->waits_on[static_cast<std::size_t>(s.peer)]++;
+    for (std::size_t r = 0; r < c->plan->ranks.size(); ++r)
+      for (const auto& s : c->plan->ranks[r].steps)
+        if ((s.kind == plan::StepKind::Get || s.kind == plan::StepKind::GetReduce) && s.peer == rank) {
+          if (s.src.buf == plan::Buf::Input) c->peers_read_input = true;
+          if (s.src.buf == plan::Buf::Output) c->peers_read_output = true;
+        }
+  }
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
   c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
   std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);
@@ -157,6 +168,11 @@ struct Runner {
         reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
         finish(i);
         return;
+      case plan::StepKind::Signal:
+      case plan::StepKind::Wait:
+      case plan::StepKind::Get:
+      case plan::StepKind::GetReduce:
+        fail(ErrorCode::Internal, "plan {} mixes one-sided steps into a message plan", call.plan->plan->algorithm);
     }
     inflight.push_back(i);
     inflight_reqs.push_back(&r);
@@ -232,6 +248,7 @@ struct Runner {
 }  // namespace
 
 void execute(Engine& engine, const ExecCall& call) {
+  if (call.plan->plan->one_sided) return execute_one_sided(engine, call);
   Runner r(engine, call);
   try {
     r.run();

@@ -29,6 +29,11 @@ struct CompiledPlan {
   std::vector<std::int32_t> next_begin, next;  // dependents, CSR
   std::vector<std::int64_t> stage_offset;      // RecvReduce: staging offset (elements)
   std::int64_t stage_count = 0;
+  // One-sided plans: whether some peer reads this rank's Input / Output
+  // (they are then described to peers each call), and how many Waits this
+  // rank has on each peer (the window's counts advance by that per call).
+  bool peers_read_input = false, peers_read_output = false;
+  std::vector<std::uint32_t> waits_on;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
 };
 std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank);
@@ -40,7 +45,7 @@ struct ExecBuffers {
 
 struct ExecCall {
   const CompiledPlan* plan = nullptr;
-  const detail::GroupImpl* group = nullptr;
+  detail::GroupImpl* group = nullptr;
   ExecBuffers buffers;
   DType dtype = DType::Float32;
   ReduceOp op = ReduceOp::Sum;
@@ -48,10 +53,13 @@ struct ExecCall {
   Millis timeout{0};
   Deadline deadline{};
   const char* what = "collective";  // for error messages
+  std::uint64_t ticket = 0;  // one-sided plans: the call's turn on the group
 };
 
 // Runs the plan to completion on the calling thread; throws braid::Error on
 // timeout or failure (after withdrawing whatever it still had in flight).
 void execute(Engine& engine, const ExecCall& call);
+// The same for one-sided plans (one_sided.cpp); execute() hands them over.
+void execute_one_sided(Engine& engine, const ExecCall& call);
 
 }  // namespace braid

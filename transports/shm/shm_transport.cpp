@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "common/env.hpp"
+#include "pidfd.hpp"
 #include "common/errors.hpp"
 #include "common/log.hpp"
 
@@ -21,8 +22,8 @@ namespace braid {
 
 namespace {
 
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-int pidfd_getfd(int pidfd, int fd) { return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
+using shm::pidfd_getfd;
+using shm::pidfd_open;
 
 std::size_t eager_limit_from_env() {
   // Up to 16 KiB two copies through the ring beat a system call plus page

@@ -1,0 +1,330 @@
+// The executor for one-sided plans (Signal, Wait, Get, GetReduce, plus local
+// Copy and Reduce): ranks on one host reading each other's memory through
+// the group's shm::Window instead of exchanging messages. No engine mutex,
+// no matching, no system call on the fast path: a Signal is one store into
+// the peer's block, a Wait polls a counter in ours, a Get of shareable
+// memory is a load from a mapping. Buffers that are not shareable are read
+// with one process_vm_readv; a GetReduce from them goes through an
+// L2-sized bounce buffer so the reduction reads it from cache.
+#include <sched.h>
+
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/errors.hpp"
+#include "core/engine.hpp"
+#include "core/executor.hpp"
+#include "reduce/cpu_reduce.hpp"
+#include "transports/shm/window.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr std::size_t kBounceBytes = 128 * 1024;  // half a core's L2 here
+constexpr int kSleepSliceMs = 10;                // between liveness checks
+constexpr auto kYieldSpin = std::chrono::microseconds(200);
+
+// Waits for the call's turn on the group and hands it on at the end, even on
+// error (later calls then fail on their own, never hang on the turn).
+class Turn {
+ public:
+  Turn(detail::GroupImpl& g, std::uint64_t ticket, const ExecCall& call) : g_(g), ticket_(ticket) {
+    // The common case (one thread issuing) never touches the mutex.
+    if (g_.one_sided_turn.load(std::memory_order_acquire) == ticket_) return;
+    std::unique_lock lk(g_.one_sided_mu);
+    g_.one_sided_waiters.fetch_add(1);
+    const bool ok = g_.one_sided_cv.wait_until(
+        lk, call.deadline.at, [&] { return g_.one_sided_turn.load(std::memory_order_acquire) == ticket_; });
+    g_.one_sided_waiters.fetch_sub(1);
+    if (!ok) {
+      skip_ = true;  // an earlier call still runs; ours will never start
+      fail(ErrorCode::Timeout, "{} timed out after {} ms waiting for an earlier collective on this group to finish",
+           call.what, call.timeout.count());
+    }
+  }
+  ~Turn() {
+    if (skip_) return;
+    g_.one_sided_turn.store(ticket_ + 1, std::memory_order_seq_cst);
+    if (g_.one_sided_waiters.load(std::memory_order_seq_cst) > 0) {
+      std::lock_guard lk(g_.one_sided_mu);
+      g_.one_sided_cv.notify_all();
+    }
+  }
+
+ private:
+  detail::GroupImpl& g_;
+  std::uint64_t ticket_;
+  bool skip_ = false;
+};
+
+shm::Window& window_of(Engine& e, detail::GroupImpl& g, const ExecCall& call) {
+  if (!g.window)
+    g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, call.deadline);
+  return *g.window;
+}
+
+shm::BufDesc describe(const void* p, std::size_t bytes) {
+  shm::BufDesc d;
+  d.addr = reinterpret_cast<std::uint64_t>(p);
+  d.bytes = bytes;
+  shm::SharedAllocation a;
+  if (p && bytes && shm::find_shared(p, bytes, &a)) {
+    d.fd = a.fd;
+    d.gen = a.gen;
+    d.base = a.base;
+    d.size = a.size;
+  }
+  return d;
+}
+
+int which(plan::Buf b) { return b == plan::Buf::Input ? 0 : b == plan::Buf::Output ? 1 : 2; }
+
+struct OneSidedRunner {
+  Engine& e;
+  const ExecCall& call;
+  shm::Window& w;
+  const plan::RankPlan& rp;
+  const std::size_t elem;
+  const int parity;
+  char* scratch = nullptr;
+  std::vector<std::int32_t> waiting, ready;
+  struct Pending {
+    std::int32_t step;
+    int peer;
+    std::uint32_t expected;
+  };
+  std::vector<Pending> pending;
+  std::size_t done = 0;
+
+  OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window)
+      : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
+        parity(static_cast<int>(c.ticket & 1)) {
+    if (c.ticket >= 2) wait_for_half();
+    shm::BufDesc sd;
+    scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
+    const plan::PlanArgs& a = c.plan->plan->args;
+    const int me = c.plan->rank;
+    // Describe to peers what they will read, before the first Signal.
+    if (c.plan->peers_read_input)
+      w.publish(parity, 0, describe(c.buffers.input, static_cast<std::size_t>(plan::input_count(*c.plan->plan, me)) * elem));
+    if (c.plan->peers_read_output)
+      w.publish(parity, 1, describe(c.buffers.output, static_cast<std::size_t>(plan::output_count(a, me)) * elem));
+    w.publish(parity, 2, sd);
+    waiting.assign(c.plan->dep_count.begin(), c.plan->dep_count.end());
+    for (std::size_t i = 0; i < rp.steps.size(); ++i)
+      if (waiting[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
+  }
+
+  char* ptr(const plan::Span& s) const {
+    char* base = nullptr;
+    switch (s.buf) {
+      case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(call.buffers.input)); break;
+      case plan::Buf::Output: base = static_cast<char*>(call.buffers.output); break;
+      case plan::Buf::Scratch: base = scratch; break;
+    }
+    return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
+  }
+
+  void finish(std::int32_t i) {
+    ++done;
+    const auto b = call.plan->next_begin[static_cast<std::size_t>(i)];
+    const auto end = call.plan->next_begin[static_cast<std::size_t>(i) + 1];
+    for (auto k = b; k < end; ++k) {
+      const auto j = call.plan->next[static_cast<std::size_t>(k)];
+      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push_back(j);
+    }
+  }
+
+  // This call reuses the half of call ticket-2: wait until every peer has
+  // completed that call (window.hpp, completed()). Almost always true at
+  // once; a rank two calls ahead of a slow peer waits here.
+  void wait_for_half() {
+    const std::uint64_t need = call.ticket - 1;
+    auto behind = [&] {
+      for (int q = 0; q < w.size(); ++q)
+        if (q != w.me() && w.peer_completed(q) < need) return q;
+      return -1;
+    };
+    int q = behind();
+    if (q < 0) return;
+    const auto spin_end = Clock::now() + (e.oversubscribed() ? kYieldSpin : e.spin_time());
+    while ((q = behind()) >= 0) {
+      if (Clock::now() < spin_end) {
+        if (e.oversubscribed()) sched_yield();
+        else __builtin_ia32_pause();
+        continue;
+      }
+      if (w.peer_gone(q)) e.abort_peer_gone(w.world_rank(q), "its process is gone (exited or killed)");
+      e.check_abort();
+      if (call.deadline.expired())
+        throw Error(ErrorCode::Timeout,
+                    fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
+                                call.what, call.timeout.count(), w.world_rank(q)),
+                    w.world_rank(q));
+      // Peers do not ring for this; poll gently.
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  bool arrived(const Pending& p) const {
+    return static_cast<std::int32_t>(w.received(p.peer) - p.expected) >= 0;
+  }
+
+  // The peer's span: its address there, checked against what it described.
+  std::uint64_t remote(const plan::Step& s, shm::BufDesc* d) const {
+    *d = w.peer_desc(s.peer, parity, which(s.src.buf));
+    const auto off = static_cast<std::uint64_t>(s.src.offset) * elem;
+    const auto bytes = static_cast<std::uint64_t>(s.src.count) * elem;
+    if (off + bytes > d->bytes || d->addr == 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {}'s buffer holds {} bytes where this rank expected at least {}: every rank "
+                              "must pass the same counts, dtype and root",
+                              call.what, w.world_rank(s.peer), d->bytes, off + bytes),
+                  w.world_rank(s.peer));
+    return d->addr + off;
+  }
+
+  void get(const plan::Step& s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
+    if (bytes == 0) return;
+    shm::BufDesc d;
+    const std::uint64_t addr = remote(s, &d);
+    if (const char* p = w.map(s.peer, d, addr, bytes)) std::memcpy(ptr(s.dst), p, bytes);
+    else w.read_peer(s.peer, addr, ptr(s.dst), bytes);
+  }
+
+  void get_reduce(const plan::Step& s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
+    if (bytes == 0) return;
+    shm::BufDesc d;
+    const std::uint64_t addr = remote(s, &d);
+    char* dst = ptr(s.dst);
+    const char* acc = ptr(s.acc);
+    if (const char* p = w.map(s.peer, d, addr, bytes)) {
+      reduction::reduce3(dst, acc, p, s.src.count, call.dtype, call.op);
+      return;
+    }
+    thread_local std::unique_ptr<char[]> bounce(new char[kBounceBytes]);
+    const std::size_t chunk = kBounceBytes / elem * elem;
+    for (std::size_t off = 0; off < bytes; off += chunk) {
+      const std::size_t n = std::min(chunk, bytes - off);
+      w.read_peer(s.peer, addr + off, bounce.get(), n);
+      reduction::reduce3(dst + off, acc + off, bounce.get(), static_cast<std::int64_t>(n / elem), call.dtype, call.op);
+    }
+  }
+
+  void start(std::int32_t i) {
+    const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
+    switch (s.kind) {
+      case plan::StepKind::Copy:
+        if (s.src.count && ptr(s.dst) != ptr(s.src))
+          std::memmove(ptr(s.dst), ptr(s.src), static_cast<std::size_t>(s.src.count) * elem);
+        break;
+      case plan::StepKind::Reduce:
+        reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        break;
+      case plan::StepKind::Signal: w.signal(s.peer); break;
+      case plan::StepKind::Get: get(s); break;
+      case plan::StepKind::GetReduce: get_reduce(s); break;
+      case plan::StepKind::Wait: {
+        const Pending p{i, s.peer, w.consumed()[static_cast<std::size_t>(s.peer)] + static_cast<std::uint32_t>(s.slot) + 1};
+        if (!arrived(p)) {
+          pending.push_back(p);
+          return;
+        }
+        break;
+      }
+      case plan::StepKind::Send:
+      case plan::StepKind::Recv:
+      case plan::StepKind::RecvReduce:
+        fail(ErrorCode::Internal, "plan {} mixes messages into a one-sided plan", call.plan->plan->algorithm);
+    }
+    finish(i);
+  }
+
+  // Finishes every pending Wait whose signal has arrived; true if any did.
+  bool reap() {
+    bool any = false;
+    for (std::size_t k = 0; k < pending.size();) {
+      if (!arrived(pending[k])) {
+        ++k;
+        continue;
+      }
+      finish(pending[k].step);
+      pending[k] = pending.back();
+      pending.pop_back();
+      any = true;
+    }
+    return any;
+  }
+
+  [[noreturn]] void timed_out() {
+    std::string peers;
+    for (const Pending& p : pending) peers += (peers.empty() ? "" : ", ") + std::to_string(w.world_rank(p.peer));
+    throw Error(ErrorCode::Timeout,
+                fmt::format("{} timed out after {} ms waiting for rank(s) {}", call.what, call.timeout.count(), peers),
+                w.world_rank(pending.front().peer));
+  }
+
+  // Until some pending Wait is satisfied: poll a bounded time (yielding the
+  // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,
+  // checking between them that the awaited peers live and the job is not
+  // aborted.
+  void wait_some() {
+    const bool yield = e.oversubscribed();
+    const auto spin_end = Clock::now() + (yield ? kYieldSpin : e.spin_time());
+    while (Clock::now() < spin_end) {
+      if (reap()) return;
+      if (yield) sched_yield();
+      else __builtin_ia32_pause();
+    }
+    for (;;) {
+      if (reap()) return;
+      for (const Pending& p : pending)
+        if (w.peer_gone(p.peer)) {
+          if (reap()) return;  // it signalled, then exited: the signal counts
+          e.abort_peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)");
+        }
+      e.check_abort();
+      if (call.deadline.expired()) timed_out();
+      if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))
+        return;
+    }
+  }
+
+  void run() {
+    const std::size_t total = rp.steps.size();
+    while (done < total) {
+      while (!ready.empty()) {
+        const auto i = ready.back();
+        ready.pop_back();
+        start(i);
+      }
+      if (done == total) break;
+      if (pending.empty())
+        fail(ErrorCode::Internal, "{}: plan {} stalled with {} of {} steps done", call.what,
+             call.plan->plan->algorithm, done, total);
+      wait_some();
+    }
+    // Every Wait of this call has consumed its signal.
+    auto& consumed = w.consumed();
+    for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
+    w.completed(call.ticket + 1);
+  }
+};
+
+}  // namespace
+
+void execute_one_sided(Engine& engine, const ExecCall& call) {
+  detail::GroupImpl& g = *call.group;
+  Turn turn(g, call.ticket, call);
+  shm::Window& w = window_of(engine, g, call);
+  OneSidedRunner r(engine, call, w);
+  r.run();
+}
+
+}  // namespace braid

@@ -1,0 +1,277 @@
+#include "window.hpp"
+
+#include <linux/futex.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "pidfd.hpp"
+#include "ring.hpp"
+
+namespace braid::shm {
+
+namespace {
+
+constexpr std::uint64_t kWindowMagic = 0x314e4957444952ULL;  // "RIDWIN1"
+constexpr std::size_t kMaxMapsPerPeer = 64;
+
+long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const timespec* ts) {
+  // Not FUTEX_PRIVATE: the word is in memory other processes map.
+  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, ts, nullptr, 0);
+}
+
+}  // namespace
+
+struct Window::Header {
+  std::uint64_t magic;
+  std::uint32_t group;
+  std::uint32_t rank;
+  std::uint32_t nranks;
+  std::int32_t pid;
+  alignas(kLine) std::atomic<std::uint32_t> doorbell;
+  alignas(kLine) std::atomic<std::uint32_t> sleeping;
+  alignas(kLine) std::atomic<std::uint64_t> completed;  // calls done
+  alignas(kLine) BufDesc desc[2][3];
+};
+
+namespace {
+std::size_t header_size() { return (sizeof(Window::Header) + kLine - 1) / kLine * kLine; }
+}  // namespace
+
+Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline)
+    : world_(std::move(world)), me_(me), peers_(world_.size()), sent_(world_.size(), 0),
+      consumed_(world_.size(), 0), completed_seen_(world_.size(), 0) {
+  const int n = size();
+  block_bytes_ = header_size() + static_cast<std::size_t>(n) * kLine + 2 * kBlockScratchBytes;
+  own_fd_ = Fd(::memfd_create("braid-window", MFD_CLOEXEC));
+  if (!own_fd_.valid()) fail(ErrorCode::Transport, "one-sided window: memfd_create failed: {}", errno_text());
+  if (::ftruncate(own_fd_.get(), static_cast<off_t>(block_bytes_)) != 0)
+    fail(ErrorCode::Transport, "one-sided window: sizing {} bytes failed: {}", block_bytes_, errno_text());
+  own_ = ::mmap(nullptr, block_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, own_fd_.get(), 0);
+  if (own_ == MAP_FAILED) {
+    own_ = nullptr;
+    fail(ErrorCode::Transport, "one-sided window: mmap failed: {}", errno_text());
+  }
+  // A fresh memfd reads as zeros: every count starts at 0.
+  auto* h = new (own_) Header{};
+  h->magic = kWindowMagic;
+  h->group = group_id;
+  h->rank = static_cast<std::uint32_t>(me);
+  h->nranks = static_cast<std::uint32_t>(n);
+  h->pid = ::getpid();
+  const std::string prefix = fmt::format("os/{}/", group_id);
+  store.set(prefix + std::to_string(me), store::to_bytes(fmt::format("{} {}", ::getpid(), own_fd_.get())));
+
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    Peer& p = peers_[static_cast<std::size_t>(q)];
+    const std::string v =
+        store::to_string(store.get(prefix + std::to_string(q), Millis(std::max<std::int64_t>(deadline.poll_ms(INT_MAX), 1))));
+    int pid = 0, fd = -1;
+    if (std::sscanf(v.c_str(), "%d %d", &pid, &fd) != 2 || pid <= 0 || fd < 0)
+      fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {} published '{}'; expected 'pid fd'",
+                world_rank(q), v);
+    p.pid = pid;
+    p.pidfd = Fd(pidfd_open(pid));
+    if (!p.pidfd.valid())
+      fail_peer(ErrorCode::PeerFailure, world_rank(q), "rank {} is gone (pidfd_open of pid {}: {})", world_rank(q), pid,
+                errno_text());
+    Fd blk(pidfd_getfd(p.pidfd.get(), fd));
+    if (!blk.valid())
+      fail_peer(ErrorCode::Transport, world_rank(q),
+                "one-sided window: cannot take rank {}'s memory (pidfd_getfd: {}; needs the same user)", world_rank(q),
+                errno_text());
+    struct stat st{};
+    if (::fstat(blk.get(), &st) != 0 || static_cast<std::size_t>(st.st_size) != block_bytes_)
+      fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {}'s block has the wrong size",
+                world_rank(q));
+    p.block = ::mmap(nullptr, block_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, blk.get(), 0);
+    if (p.block == MAP_FAILED) {
+      p.block = nullptr;
+      fail(ErrorCode::Transport, "one-sided window: mapping rank {}'s block failed: {}", world_rank(q), errno_text());
+    }
+    p.block_bytes = block_bytes_;
+    const Header* ph = header(q);
+    if (ph->magic != kWindowMagic || ph->group != group_id || ph->rank != static_cast<std::uint32_t>(q) ||
+        ph->nranks != static_cast<std::uint32_t>(n))
+      fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {}'s block is not this group's",
+                world_rank(q));
+  }
+  BRAID_INFO("one-sided window for group {} ({} ranks) mapped", group_id, n);
+}
+
+Window::~Window() {
+  for (Peer& p : peers_) {
+    for (PeerMap& m : p.maps) ::munmap(m.local, m.size);
+    if (p.block) ::munmap(p.block, p.block_bytes);
+  }
+  if (own_) ::munmap(own_, block_bytes_);
+  if (scratch_.size) shared_free(reinterpret_cast<void*>(scratch_.base));
+  for (Retired& r : retired_) shared_free(reinterpret_cast<void*>(r.a.base));
+}
+
+Window::Header* Window::header(int rank) const {
+  return static_cast<Header*>(rank == me_ ? own_ : peers_[static_cast<std::size_t>(rank)].block);
+}
+
+std::atomic<std::uint32_t>& Window::line(int owner, int writer) const {
+  auto* base = reinterpret_cast<char*>(header(owner)) + header_size() + static_cast<std::size_t>(writer) * kLine;
+  return *reinterpret_cast<std::atomic<std::uint32_t>*>(base);
+}
+
+std::atomic<std::uint32_t>& Window::sleeping_flag() const { return header(me_)->sleeping; }
+std::atomic<std::uint32_t>& Window::doorbell() const { return header(me_)->doorbell; }
+
+void Window::publish(int parity, int which, const BufDesc& d) {
+  // Most calls describe the same buffers as two calls ago: leaving the line
+  // untouched keeps it cached in the peers that read it.
+  BufDesc& slot = header(me_)->desc[parity][which];
+  if (std::memcmp(&slot, &d, sizeof d) != 0) slot = d;
+}
+
+BufDesc Window::peer_desc(int peer, int parity, int which) const { return header(peer)->desc[parity][which]; }
+
+void Window::signal(int peer) {
+  const auto i = static_cast<std::size_t>(peer);
+  // seq_cst store, then the flag: pairs with sleep()'s flag, then look.
+  line(peer, me_).store(++sent_[i], std::memory_order_seq_cst);
+  Header* h = header(peer);
+  if (h->sleeping.load(std::memory_order_seq_cst)) {
+    h->doorbell.fetch_add(1, std::memory_order_seq_cst);
+    futex(&h->doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+}
+
+std::uint32_t Window::received(int peer) const { return line(me_, peer).load(std::memory_order_seq_cst); }
+
+void Window::sleep_on_doorbell(std::uint32_t seen, int ms) {
+  timespec ts{ms / 1000, static_cast<long>(ms % 1000) * 1000000L};
+  futex(&doorbell(), FUTEX_WAIT, seen, &ts);  // EAGAIN, ETIMEDOUT, EINTR: the caller looks again
+}
+
+void Window::completed(std::uint64_t calls) { header(me_)->completed.store(calls, std::memory_order_release); }
+
+std::uint64_t Window::peer_completed(int peer) {
+  auto& seen = completed_seen_[static_cast<std::size_t>(peer)];
+  seen = header(peer)->completed.load(std::memory_order_acquire);
+  return seen;
+}
+
+bool Window::peer_gone(int peer) const {
+  const Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (!p.pidfd.valid()) return false;
+  pollfd f{p.pidfd.get(), POLLIN, 0};
+  return ::poll(&f, 1, 0) > 0;
+}
+
+const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes) {
+  if (d.fd == -1) return nullptr;
+  if (addr < d.base || addr + bytes > d.base + d.size)
+    fail_peer(ErrorCode::Transport, world_rank(peer),
+              "rank {} described a buffer outside its shareable allocation", world_rank(peer));
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  if (d.fd == kInBlock) {
+    if (d.size != p.block_bytes)
+      fail_peer(ErrorCode::Transport, world_rank(peer), "rank {} described its block with the wrong size",
+                world_rank(peer));
+    return static_cast<const char*>(p.block) + (addr - d.base);
+  }
+  if (d.fd < 0)
+    fail_peer(ErrorCode::Transport, world_rank(peer), "rank {} described a buffer with descriptor {}",
+              world_rank(peer), d.fd);
+  for (PeerMap& m : p.maps)
+    if (m.gen == d.gen) return static_cast<const char*>(m.local) + (addr - d.base);
+  Fd fd(pidfd_getfd(p.pidfd.get(), d.fd));
+  if (!fd.valid())
+    fail_peer(ErrorCode::PeerFailure, world_rank(peer), "cannot take rank {}'s buffer (pidfd_getfd: {})",
+              world_rank(peer), errno_text());
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != d.size)
+    fail_peer(ErrorCode::Transport, world_rank(peer), "rank {}'s buffer descriptor does not match its memory",
+              world_rank(peer));
+  void* local = ::mmap(nullptr, d.size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (local == MAP_FAILED)
+    fail(ErrorCode::Transport, "mapping {} bytes of rank {}'s memory failed: {}", d.size, world_rank(peer),
+         errno_text());
+  // The owner reuses address ranges after a free: an older allocation that
+  // overlaps this one is gone, drop its mapping (and bound the cache).
+  std::erase_if(p.maps, [&](const PeerMap& m) {
+    const bool stale = m.base < d.base + d.size && d.base < m.base + m.size;
+    if (stale) ::munmap(m.local, m.size);
+    return stale;
+  });
+  if (p.maps.size() >= kMaxMapsPerPeer) {
+    ::munmap(p.maps.front().local, p.maps.front().size);
+    p.maps.erase(p.maps.begin());
+  }
+  p.maps.push_back({d.gen, d.base, d.size, local});
+  return static_cast<const char*>(local) + (addr - d.base);
+}
+
+void Window::read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes) {
+  const pid_t pid = peers_[static_cast<std::size_t>(peer)].pid;
+  auto* out = static_cast<char*>(dst);
+  while (bytes > 0) {
+    iovec local{out, bytes};
+    iovec remote{reinterpret_cast<void*>(addr), bytes};
+    const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (peer_gone(peer) || (n < 0 && errno == ESRCH))
+        fail_peer(ErrorCode::PeerFailure, world_rank(peer), "rank {} died while its memory was being read",
+                  world_rank(peer));
+      fail_peer(ErrorCode::Transport, world_rank(peer), "reading {} bytes of rank {}'s memory failed: {}", bytes,
+                world_rank(peer), n < 0 ? errno_text() : std::string("nothing read"));
+    }
+    out += n;
+    addr += static_cast<std::uint64_t>(n);
+    bytes -= static_cast<std::size_t>(n);
+  }
+}
+
+char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDesc* desc) {
+  (void)ticket;
+  *desc = BufDesc{};
+  if (bytes == 0) return nullptr;
+  const std::size_t half = (bytes + kLine - 1) / kLine * kLine;
+  if (half <= kBlockScratchBytes) {
+    char* p = static_cast<char*>(own_) + block_bytes_ - 2 * kBlockScratchBytes +
+              static_cast<std::size_t>(parity) * kBlockScratchBytes;
+    desc->addr = reinterpret_cast<std::uint64_t>(p);
+    desc->bytes = bytes;
+    desc->fd = kInBlock;
+    desc->base = reinterpret_cast<std::uint64_t>(own_);
+    desc->size = block_bytes_;
+    return p;
+  }
+  if (scratch_.size < 2 * half) {
+    // A peer may still read the old halves (the call before this one):
+    // keep them. Sizes at least double, so the kept ones never sum to more
+    // than the current allocation.
+    const std::size_t want = std::max(2 * half, 2 * scratch_.size);
+    if (scratch_.size) retired_.push_back({scratch_, ticket});
+    scratch_ = shared_alloc(want, "one-sided scratch");
+  }
+  const std::size_t half_size = scratch_.size / 2 / kLine * kLine;
+  char* p = reinterpret_cast<char*>(scratch_.base) + static_cast<std::size_t>(parity) * half_size;
+  desc->addr = reinterpret_cast<std::uint64_t>(p);
+  desc->bytes = bytes;
+  desc->fd = scratch_.fd;
+  desc->gen = scratch_.gen;
+  desc->base = scratch_.base;
+  desc->size = scratch_.size;
+  return p;
+}
+
+}  // namespace braid::shm

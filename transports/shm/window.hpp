@@ -1,0 +1,152 @@
+// Window: the shared state behind one-sided plans on one host (the steps
+// Signal, Wait, Get and GetReduce of algorithms/plan.hpp), one per group.
+//
+// Each member owns a small block in an anonymous memfd that every other
+// member maps (through pidfd_getfd, as the shm transport does):
+//   - one cache line per peer that only that peer writes: how many signals
+//     it has sent us so far (signals are counted, never tagged; the plan
+//     rules keep each pair's signals and waits in the same order);
+//   - a doorbell word and a "sleeping" flag: a waiter spins a bounded time,
+//     then sleeps on the doorbell with a futex; a signaller wakes it only
+//     when the flag says it sleeps (no system call on the fast path);
+//   - per call, where the member's Input, Output and Scratch are, so peers
+//     can read them: straight through a mapping when the memory is
+//     shareable (braid::mem_alloc, and the window's own Scratch), otherwise
+//     with one process_vm_readv. Descriptors and Scratch alternate between
+//     two halves by call parity; the plan rules make that safe (plan.hpp).
+// Calls run one at a time per group, in issue order (a ticket), so counts
+// and parities agree across ranks whatever thread issues them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fd.hpp"
+#include "common/time.hpp"
+#include "shared_alloc.hpp"
+#include "store/store.hpp"
+
+namespace braid::shm {
+
+// Scratch up to this many bytes per half lives in the rank's block, which
+// peers map when the window is made: reading it never needs the owner to be
+// alive (a rank may finish a call and exit while peers still read).
+inline constexpr std::size_t kBlockScratchBytes = 64 * 1024;
+inline constexpr std::int32_t kInBlock = -2;  // BufDesc::fd: in the owner's block
+
+// Where one buffer of one rank is for the current call.
+struct BufDesc {
+  std::uint64_t addr = 0;   // in the owner's address space
+  std::uint64_t bytes = 0;
+  std::int32_t fd = -1;     // memfd in the owner (shareable), kInBlock, else -1
+  std::uint32_t pad = 0;
+  std::uint64_t gen = 0;    // SharedAllocation::gen
+  std::uint64_t base = 0;   // SharedAllocation::base
+  std::uint64_t size = 0;   // SharedAllocation::size
+};
+
+class Window {
+ public:
+  // Creates this rank's block, publishes it under "os/<group>/<rank>" and
+  // maps every peer's (waiting for them up to the deadline). `world` maps
+  // group ranks to world ranks, for error messages.
+  Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline);
+  ~Window();
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  int size() const { return static_cast<int>(world_.size()); }
+  int me() const { return me_; }
+  int world_rank(int peer) const { return world_[static_cast<std::size_t>(peer)]; }
+
+  // --- descriptors (which = 0 Input, 1 Output, 2 Scratch) -------------------
+  void publish(int parity, int which, const BufDesc& d);
+  BufDesc peer_desc(int peer, int parity, int which) const;
+  // The peer's bytes [addr, addr + bytes) as mapped here, mapping the
+  // allocation on first use; nullptr when the buffer is not shareable.
+  const char* map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes);
+  // One copy from the peer's memory (process_vm_readv); throws braid::Error
+  // naming the peer if it is gone.
+  void read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes);
+
+  // --- signals ---------------------------------------------------------------
+  void signal(int peer);
+  // Signals received from `peer` so far (acquire: what it wrote before
+  // signalling is visible after this returns a count that includes it).
+  std::uint32_t received(int peer) const;
+  // Sleeps until a signal may have arrived, at most `ms`; `ready()` is
+  // checked after announcing the sleep, so no wake-up is lost. Returns what
+  // that check returned (true: it did not sleep).
+  template <class Ready>
+  bool sleep(Ready&& ready, int ms);
+  // Cumulative waits satisfied per peer (plans advance it; the runtime
+  // compares with received()).
+  std::vector<std::uint32_t>& consumed() { return consumed_; }
+  bool peer_gone(int peer) const;
+  // Calls this rank / a peer has completed on the window. Before a call
+  // writes anything it alternates by parity (descriptors, Scratch), every
+  // peer must have completed the call two before it: whatever plans ran in
+  // between, nobody still reads that half.
+  void completed(std::uint64_t calls);
+  std::uint64_t peer_completed(int peer);  // cached; reads the peer's line only when behind
+
+  // --- scratch -----------------------------------------------------------------
+  // This call's Scratch half (zero-size plans get nullptr); may move to a
+  // bigger allocation, retiring the old one until no peer can still read it.
+  char* scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDesc* desc);
+
+  struct Header;  // the block's layout (window.cpp)
+
+ private:
+  struct PeerMap {
+    std::uint64_t gen, base, size;
+    void* local;
+  };
+  struct Peer {
+    pid_t pid = 0;
+    Fd pidfd;
+    void* block = nullptr;
+    std::size_t block_bytes = 0;
+    std::vector<PeerMap> maps;  // peers' shareable buffers mapped here
+  };
+  Header* header(int rank) const;
+  std::atomic<std::uint32_t>& line(int owner, int writer) const;
+  void sleep_on_doorbell(std::uint32_t seen, int ms);
+  std::atomic<std::uint32_t>& sleeping_flag() const;
+  std::atomic<std::uint32_t>& doorbell() const;
+
+  std::vector<int> world_;
+  int me_;
+  std::size_t block_bytes_;
+  Fd own_fd_;
+  void* own_ = nullptr;
+  std::vector<Peer> peers_;
+  std::vector<std::uint32_t> sent_, consumed_;
+  std::vector<std::uint64_t> completed_seen_;
+  SharedAllocation scratch_;
+  struct Retired {
+    SharedAllocation a;
+    std::uint64_t until;  // free once a call with a later ticket starts
+  };
+  std::vector<Retired> retired_;
+};
+
+template <class Ready>
+bool Window::sleep(Ready&& ready, int ms) {
+  // Announce, then look again: a signaller that missed the flag stored its
+  // count before our second look (both seq_cst), so we see it.
+  sleeping_flag().store(1, std::memory_order_seq_cst);
+  const std::uint32_t seen = doorbell().load(std::memory_order_seq_cst);
+  const bool ok = ready();
+  if (!ok) sleep_on_doorbell(seen, ms);
+  sleeping_flag().store(0, std::memory_order_relaxed);
+  return ok;
+}
+
+}  // namespace braid::shm

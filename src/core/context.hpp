@@ -42,6 +42,7 @@ struct GroupImpl {
   std::mutex one_sided_mu;  // with the cv, only for calls not yet in turn
   std::condition_variable one_sided_cv;
   std::shared_ptr<shm::Window> window;
+  bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)
 };
 }  // namespace detail
 

@@ -27,6 +27,7 @@ namespace {
 constexpr std::size_t kBounceBytes = 128 * 1024;  // half a core's L2 here
 constexpr int kSleepSliceMs = 10;                // between liveness checks
 constexpr auto kYieldSpin = std::chrono::microseconds(200);
+constexpr auto kPauseSpin = std::chrono::microseconds(3);
 
 // Waits for the call's turn on the group and hands it on at the end, even on
 // error (later calls then fail on their own, never hang on the turn).
@@ -276,10 +277,14 @@ struct OneSidedRunner {
   // aborted.
   void wait_some() {
     const bool yield = e.oversubscribed();
-    const auto spin_end = Clock::now() + (yield ? kYieldSpin : e.spin_time());
-    while (Clock::now() < spin_end) {
+    const auto start = Clock::now();
+    const auto spin_end = start + (yield ? kYieldSpin : e.spin_time());
+    // After a couple of microseconds of polling, yield between polls: a peer
+    // that shares our CPU with another process gets to run and signal.
+    const auto pause_end = start + (yield ? std::chrono::microseconds(0) : kPauseSpin);
+    for (auto now = start; now < spin_end; now = Clock::now()) {
       if (reap()) return;
-      if (yield) sched_yield();
+      if (now >= pause_end) sched_yield();
       else __builtin_ia32_pause();
     }
     for (;;) {
@@ -322,9 +327,21 @@ struct OneSidedRunner {
 void execute_one_sided(Engine& engine, const ExecCall& call) {
   detail::GroupImpl& g = *call.group;
   Turn turn(g, call.ticket, call);
-  shm::Window& w = window_of(engine, g, call);
-  OneSidedRunner r(engine, call, w);
-  r.run();
+  if (g.window_broken)
+    fail(ErrorCode::InvalidState,
+         "{}: an earlier collective on this group failed part-way through; its shared-memory window is out "
+         "of step with the other ranks, so no further collective can run on the group",
+         call.what);
+  try {
+    shm::Window& w = window_of(engine, g, call);
+    OneSidedRunner r(engine, call, w);
+    r.run();
+  } catch (...) {
+    // Signals this call consumed are not accounted for: running another
+    // call could match stale signals and read the wrong data. Refuse.
+    g.window_broken = true;
+    throw;
+  }
 }
 
 }  // namespace braid

@@ -36,7 +36,13 @@ class Simulator {
       if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce || s.kind == StepKind::Get ||
           s.kind == StepKind::GetReduce) {
         const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get;
-        const double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
+        double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
+        if ((s.kind == StepKind::Get || s.kind == StepKind::GetReduce) && s.src.count) {
+          // Hot only while every rank's share fits in cache (~8 MiB in all).
+          const bool hot = bytes(s.src.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
+          if (s.src.buf == Buf::Scratch) work *= hot ? c_.hot_read_factor : 1.0;
+          else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(s.src.count);
+        }
         if (!p_.one_sided) {
           complete(e.rank, e.step, e.time + work);
           continue;

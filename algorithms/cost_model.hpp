@@ -33,6 +33,16 @@ struct CostParams {
   double gamma_s_per_byte = 0.105e-9; // combining one byte into another
   double copy_s_per_byte = 0.091e-9;  // local memcpy, per byte copied
   double signal_s = 0.15e-6;          // one-sided notification: Signal to its Wait
+  // A Get/GetReduce of a peer's Input or Output: unless the caller's buffer
+  // came from braid::mem_alloc (which no rank can know of the others) it is a
+  // process_vm_readv: a system call, plus pinning the peer's pages.
+  double peer_read_s = 0.0;
+  double peer_read_s_per_byte = 0.0;
+  // A Get/GetReduce of a peer's Scratch reads what that peer has just
+  // written: while all ranks' shares fit in cache (8 MiB in all) it costs a
+  // fraction of a cold copy (2 ranks: oneshot beat every other plan up to
+  // 4 MiB, bench/RESULTS.md section 9).
+  double hot_read_factor = 1.0;
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -41,13 +51,17 @@ struct CostParams {
 // gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
-inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6};
+inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6, 0.0, 0.0, 1.0};
 // Shared memory: ~0.5 us per message (Open MPI shm: 0.26 us for a whole 8-byte
 // allreduce; we wake peers through futexes, so budget more), and a message is
 // two copies through a shared bounce buffer -> 2 * 0.091 ns/byte. A one-sided
 // signal is one cache line written by the sender and polled by the waiter:
 // ~0.15 us across cores.
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.182e-9, 0.105e-9, 0.091e-9, 0.15e-6};
+// process_vm_readv on this machine kind: a few us per call and about twice
+// the per-byte cost of a memcpy with the page pinning (twoshot on ordinary
+// buffers never beat halving_doubling or oneshot at 2 ranks, 4 KiB-64 MiB:
+// bench/RESULTS.md section 9).
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.2e-9, 0.25};
 
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).

@@ -70,16 +70,31 @@ void reduce_in_rank_order(PlanBuilder& b, int r, Span at, Span own, Span dst, bo
 // AllReduce: everyone publishes its contribution and reduces all n of them
 // itself, in rank order (so all ranks agree to the bit). n reads of c per
 // rank: the small-message all-reduce.
+//
+// It reads the caller's Input (reads_input): out of place, copying the input
+// into Output first would cost another pass over the data. Rank 0 combines
+// its Input with rank 1's Scratch straight into Output; the others start
+// Output from rank 0's Scratch. A rank's own value is taken from its Scratch,
+// not its Input: in place, Input is Output and has been overwritten by then.
 Plan oneshot_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "oneshot");
+  b.reads_input();
   const int n = args.nranks;
   const std::int64_t c = args.count;
-  if (n == 1 || c == 0) return b.finish();
+  if (c == 0) return b.finish();
+  if (n == 1) {
+    b.copy(0, in(0, c), out(0, c));
+    return b.finish();
+  }
   for (int r = 0; r < n; ++r) {
-    const int copied = publish(b, r, out(0, c), everyone(n));
+    const int copied = publish(b, r, in(0, c), everyone(n));
     const auto waited = wait_all(b, r);
-    // Output doubles as the accumulator; x_r stays readable in Scratch.
-    reduce_in_rank_order(b, r, scratch(0, c), scratch(0, c), out(0, c), true, waited, copied);
+    const auto wait_on = [&](int q) { return waited[static_cast<std::size_t>(q)]; };
+    int prev = r == 0 ? b.get_reduce(r, 1, scratch(0, c), in(0, c), out(0, c), {wait_on(1), copied})
+                      : b.get(r, 0, scratch(0, c), out(0, c), {wait_on(0), copied});
+    for (int q = r == 0 ? 2 : 1; q < n; ++q)
+      prev = q == r ? b.reduce(r, scratch(0, c), out(0, c), {prev})
+                    : b.get_reduce(r, q, scratch(0, c), out(0, c), out(0, c), {wait_on(q), prev});
   }
   return b.finish();
 }

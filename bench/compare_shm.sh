@@ -37,6 +37,7 @@
 #
 # Environment: ROUNDS (5), LOG_DIR (a fresh mktemp -d), SIZES (primary sizes),
 # SECONDARY (1; 0 runs the primary set only), IMPLS ("braid openmpi mpich"),
+# BRAID_ARGS (extra braid-bench flags, e.g. "-R 1"; BRAID_ALGO passes through),
 # CHECK (first: -c 1 in round 1 and -c 0 after, which keeps the whole script
 # near ten minutes; all: -c 1 every round; none).
 # Raw outputs and times.txt (one line per launch) stay in LOG_DIR.
@@ -148,6 +149,8 @@ one() {  # impl op ranks size_text round
   [[ $op == allreduce || $op == reducescatter ]] && args+=(-d float -o sum)
   [[ $op == broadcast ]] && args+=(-d float -r 0)
   [[ $op == allgather ]] && args+=(-d float)
+  # BRAID_ARGS: extra braid-bench flags (e.g. "-R 1" for mem_alloc buffers).
+  [[ $impl == braid && -n ${BRAID_ARGS:-} ]] && read -r -a extra <<<"$BRAID_ARGS" && args+=("${extra[@]}")
   local log="$log_dir/$impl-$op-n$n-$s-r$round.txt"
   launch "$impl" "$n"
   echo "${launch_cmd[*]} ${args[*]}" >"$log.cmd"
@@ -155,8 +158,9 @@ one() {  # impl op ranks size_text round
     BRAID_DEBUG=INFO "${launch_cmd[@]}" "${args[@]}" >"$log" 2>&1 || { echo "compare_shm.sh: braid-bench failed, see $log" >&2; exit 1; }
     # Peers connect on first use; every link made must be shared memory
     # (BRAID_DEBUG=INFO logs "rank P: shared memory" per link, and a warning
-    # when a link falls back to TCP).
-    if ! grep -q ': shared memory$' "$log" || grep -q 'using TCP' "$log"; then
+    # when a link falls back to TCP); one-sided plans use no links, only the
+    # group's shared-memory window ("one-sided window ... mapped").
+    if ! grep -q -e ': shared memory$' -e 'one-sided window for group' "$log" || grep -q 'using TCP' "$log"; then
       echo "compare_shm.sh: $log: not every link is shared memory" >&2; exit 1
     fi
   else

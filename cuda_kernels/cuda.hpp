@@ -39,6 +39,7 @@
 // each source (as in braid::reduction).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -125,6 +126,101 @@ void free_device(void* p) noexcept;
 // for host memory, registered or not. Returns false when !available().
 bool is_device_pointer(const void* p);
 
+// What the driver knows of an address (cudaPointerGetAttributes), and for
+// device memory the allocation it lies in (cuMemGetAddressRange, reached
+// through cudaGetDriverEntryPointByVersion: the runtime API has no call for
+// it, and linking libcuda would make libbraid unloadable without a driver).
+enum class MemoryKind : std::uint8_t { Host, PinnedHost, Device, Managed };
+const char* memory_kind_name(MemoryKind k);
+
+struct PointerInfo {
+  MemoryKind kind = MemoryKind::Host;
+  int device = -1;           // ordinal for Device/Managed (and pinned host), -1 for Host
+  void* base = nullptr;      // Device: start of the allocation holding p; else nullptr
+  std::size_t size = 0;      // Device: that allocation's size in bytes; else 0
+};
+
+// Never throws for an address the driver does not know (that is Host);
+// returns Host when !available(), so callers need no probe of their own.
+PointerInfo pointer_info(const void* p);
+
+// --- pinned (page-locked) host memory ------------------------------------------------
+//
+// cudaHostAlloc(cudaHostAllocPortable): copies between it and device memory
+// are DMA'd directly and are asynchronous for the host (pageable memory goes
+// through the driver's own staging buffer, synchronously). Portable: usable
+// with every device's streams, not just the current one's. Expensive to
+// allocate (it pins pages, ~ms per MiB): pool it (src/core/device_staging).
+void* malloc_pinned(std::size_t bytes);
+void free_pinned(void* p) noexcept;  // nullptr is a no-op
+
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(PinnedBuffer&& other) noexcept;
+  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// --- CUDA IPC: device memory of one process mapped into another ---------------------
+//
+// Between processes on one host (several may share one GPU). The exporter
+// takes ipc_export(p) and sends the 64 bytes (plus the offset) to the
+// importer by any means (the store, a message); the importer maps the
+// allocation with ipc_open(handle), once per process: the mapping is cached,
+// keyed by the handle's bytes, and later opens of the same handle return the
+// same base address. Mappings are closed when evicted (ipc_evict, e.g. when
+// the exporter says it freed the memory) or at process exit.
+//
+// Visibility: the mapping is the same memory, not a copy. Writes by one
+// process are seen by another only once they are complete and the reader is
+// ordered after them: the writer records an interprocess event after its
+// kernel/copy (Event::interprocess), the reader opens its handle once
+// (Event::open_ipc) and makes its stream wait on it (Event::wait_on) before
+// reading. Nothing orders the two processes' streams otherwise. The exporter
+// must keep the allocation alive (not cudaFree it) while any importer has it
+// open: freeing first is undefined behaviour in CUDA.
+struct IpcHandle {
+  std::array<unsigned char, 64> bytes{};  // a cudaIpcMemHandle_t / cudaIpcEventHandle_t
+  friend bool operator==(const IpcHandle&, const IpcHandle&) = default;
+};
+
+struct IpcExport {
+  IpcHandle handle;         // of the whole allocation holding p
+  std::size_t offset = 0;   // p - allocation base
+  std::size_t size = 0;     // the allocation's size in bytes
+  int device = -1;          // the device the allocation lives on
+};
+
+// The handle for device memory p (any address inside a cudaMalloc'd
+// allocation; cudaIpcGetMemHandle is called on the allocation's base).
+// InvalidArgument for host or managed memory (IPC cannot share those).
+IpcExport ipc_export(const void* p);
+
+// Maps a peer's allocation into this process (cudaIpcOpenMemHandle with
+// cudaIpcMemLazyEnablePeerAccess, on the current device) and returns its base
+// address here; opened once per process, then served from the cache. An
+// export of this same process cannot be opened (CUDA refuses): use p itself.
+void* ipc_open(const IpcHandle& h);
+
+// Closes the mapping if open (cudaIpcCloseMemHandle) and forgets it; every
+// pointer into it is invalid afterwards. Returns whether it was open.
+bool ipc_evict(const IpcHandle& h);
+// Closes every cached mapping (also done at process exit).
+void ipc_evict_all() noexcept;
+// Mappings currently open, for tests and diagnostics.
+std::size_t ipc_open_count();
+
 // A cudaMalloc'd buffer, freed on destruction (on the device it was made on).
 class DeviceBuffer {
  public:
@@ -162,10 +258,17 @@ class Stream {
 
 void stream_synchronize(void* stream);
 
-// An event with timing disabled unless asked for (cheaper to record and
-// query). The pattern for "an async Work completes when the device work has":
-// record on the op's stream after the last kernel, then query() from the
-// progress loop (it never blocks) or synchronize().
+class Event;
+// stream's work enqueued after this call waits for `event` (cudaStreamWaitEvent).
+void stream_wait_event(void* stream, const Event& event);
+
+// An event (cudaEventCreateWithFlags / cudaEventDestroy) with timing
+// disabled unless asked for (cheaper to record and query). The pattern for
+// "an async Work completes when the device work has": record on the op's
+// stream after the last kernel, then query() from the progress loop (it never
+// blocks) or synchronize(). An event belongs to the device current when it
+// was made: record() takes a stream of that device; query(), synchronize()
+// and wait_on() work from any.
 class Event {
  public:
   explicit Event(bool timing = false);
@@ -182,7 +285,21 @@ class Event {
   // Milliseconds between two recorded, completed timing events.
   static float elapsed_ms(const Event& start, const Event& end);
 
+  // An event another process can wait on (cudaEventInterprocess; timing
+  // disabled, as CUDA requires), and its 64-byte handle to send there.
+  static Event interprocess();
+  IpcHandle ipc_handle() const;
+  // Opens a peer's interprocess event: record() is the peer's business,
+  // query()/synchronize()/wait_on() here see its latest record as of when
+  // they are called. Not cached (an event handle may be opened many times).
+  static Event open_ipc(const IpcHandle& h);
+
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+
  private:
+  struct Adopt {};
+  Event(Adopt, void* event) : event_(event) {}
   void* event_ = nullptr;
 };
 

@@ -3,11 +3,15 @@
 // (libcudart_static.a) is linked into libbraid, and it loads the driver
 // (libcuda.so.1) itself on first use, so a machine without a driver runs
 // libbraid and available() says why there is no CUDA. See README.md.
+#include <cuda.h>  // driver types only (CUresult, CUdeviceptr): libcuda is never linked
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -266,6 +270,199 @@ bool is_device_pointer(const void* p) {
   return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
 }
 
+const char* memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::Host: return "host";
+    case MemoryKind::PinnedHost: return "pinned host";
+    case MemoryKind::Device: return "device";
+    case MemoryKind::Managed: return "managed";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// cuMemGetAddressRange from the driver the runtime already loaded, found
+// once. Null when the driver lacks it (it has had it since CUDA 3.2, so only
+// a broken install): then pointer_info leaves base/size empty.
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+
+AddressRangeFn address_range_fn() {
+  static const AddressRangeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    // 12000: the symbol's ABI as of CUDA 12.0 (cuMemGetAddressRange_v2).
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<AddressRangeFn>(f);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+PointerInfo pointer_info(const void* p) {
+  PointerInfo info;
+  if (p == nullptr || !available()) return info;
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // an address CUDA does not know is plain host memory
+    return info;
+  }
+  switch (attr.type) {
+    case cudaMemoryTypeDevice: info.kind = MemoryKind::Device; break;
+    case cudaMemoryTypeManaged: info.kind = MemoryKind::Managed; break;
+    case cudaMemoryTypeHost: info.kind = MemoryKind::PinnedHost; break;
+    default: return info;  // unregistered: pageable host memory
+  }
+  info.device = attr.device;
+  if (info.kind == MemoryKind::Device || info.kind == MemoryKind::Managed) {
+    if (AddressRangeFn fn = address_range_fn()) {
+      CUdeviceptr base = 0;
+      std::size_t size = 0;
+      if (fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS) {
+        info.base = reinterpret_cast<void*>(base);
+        info.size = size;
+      }
+    }
+  }
+  return info;
+}
+
+void* malloc_pinned(std::size_t bytes) {
+  require_available("CUDA malloc_pinned");
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail(code_of(e), "cudaHostAlloc of {} bytes of pinned host memory: {}: {}", bytes,
+         cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  return p;
+}
+
+void free_pinned(void* p) noexcept {
+  if (p != nullptr) (void)cudaFreeHost(p);
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t bytes) : data_(malloc_pinned(bytes)), size_(bytes) {}
+PinnedBuffer::~PinnedBuffer() { free_pinned(data_); }
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  if (this != &other) {
+    free_pinned(data_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+// --- CUDA IPC ---------------------------------------------------------------------------------
+
+namespace {
+
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcHandle::bytes));
+static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(IpcHandle::bytes));
+
+// Opened peer allocations, by handle bytes. cudaIpcOpenMemHandle may map a
+// given handle only once per process (a second open fails), so every user in
+// the process must share one mapping: this table is that sharing.
+class IpcCache {
+ public:
+  ~IpcCache() { close_all(); }  // at exit; errors are moot by then
+
+  void* open(const IpcHandle& h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = open_.find(h.bytes); it != open_.end()) return it->second;
+    cudaIpcMemHandle_t handle;
+    std::memcpy(&handle, h.bytes.data(), sizeof handle);
+    void* p = nullptr;
+    const cudaError_t e = cudaIpcOpenMemHandle(&p, handle, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      fail(code_of(e), "cudaIpcOpenMemHandle: {}: {} (the handle must come from ipc_export in "
+           "another process on this host, whose allocation is still alive)",
+           cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    open_.emplace(h.bytes, p);
+    return p;
+  }
+
+  bool evict(const IpcHandle& h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = open_.find(h.bytes);
+    if (it == open_.end()) return false;
+    const cudaError_t e = cudaIpcCloseMemHandle(it->second);
+    open_.erase(it);
+    if (e != cudaSuccess) fail_cuda(e, "cudaIpcCloseMemHandle");
+    return true;
+  }
+
+  void close_all() noexcept {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [bytes, p] : open_) (void)cudaIpcCloseMemHandle(p);
+    open_.clear();
+    (void)cudaGetLastError();
+  }
+
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return open_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::array<unsigned char, 64>, void*> open_;
+};
+
+IpcCache& ipc_cache() {
+  static IpcCache cache;
+  return cache;
+}
+
+}  // namespace
+
+IpcExport ipc_export(const void* p) {
+  require_available("CUDA ipc_export");
+  const PointerInfo info = pointer_info(p);
+  if (info.kind != MemoryKind::Device)
+    fail(ErrorCode::InvalidArgument, "CUDA ipc_export: {} is {} memory: expected memory from "
+         "cudaMalloc (only that can be shared through CUDA IPC)", p, memory_kind_name(info.kind));
+  if (info.base == nullptr)
+    fail(ErrorCode::NotSupported, "CUDA ipc_export: the driver gave no cuMemGetAddressRange, so "
+         "the allocation holding {} cannot be found", p);
+  cudaIpcMemHandle_t handle;
+  check(cudaIpcGetMemHandle(&handle, info.base), "cudaIpcGetMemHandle");
+  IpcExport out;
+  std::memcpy(out.handle.bytes.data(), &handle, sizeof handle);
+  out.offset = static_cast<std::size_t>(static_cast<const char*>(p) -
+                                        static_cast<const char*>(info.base));
+  out.size = info.size;
+  out.device = info.device;
+  return out;
+}
+
+void* ipc_open(const IpcHandle& h) {
+  require_available("CUDA ipc_open");
+  return ipc_cache().open(h);
+}
+
+bool ipc_evict(const IpcHandle& h) {
+  require_available("CUDA ipc_evict");
+  return ipc_cache().evict(h);
+}
+
+void ipc_evict_all() noexcept {
+  if (available()) ipc_cache().close_all();
+}
+
+std::size_t ipc_open_count() { return available() ? ipc_cache().size() : 0; }
+
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : data_(malloc_device(bytes)), size_(bytes) {}
 DeviceBuffer::~DeviceBuffer() { free_device(data_); }
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -285,6 +482,8 @@ void stream_synchronize(void* stream) {
   require_available("CUDA stream_synchronize");
   check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
 }
+
+void stream_wait_event(void* stream, const Event& event) { event.wait_on(stream); }
 
 Stream::Stream() {
   require_available("CUDA stream");
@@ -329,6 +528,41 @@ void Event::synchronize() const {
 void Event::wait_on(void* stream) const {
   check(cudaStreamWaitEvent(as_stream(stream), static_cast<cudaEvent_t>(event_), 0),
         "cudaStreamWaitEvent");
+}
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+Event& Event::operator=(Event&& other) noexcept {
+  if (this != &other) {
+    if (event_ != nullptr) (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+    event_ = std::exchange(other.event_, nullptr);
+  }
+  return *this;
+}
+
+Event Event::interprocess() {
+  require_available("CUDA interprocess event");
+  cudaEvent_t e = nullptr;
+  check(cudaEventCreateWithFlags(&e, cudaEventInterprocess | cudaEventDisableTiming),
+        "cudaEventCreateWithFlags(interprocess)");
+  return Event(Adopt{}, e);
+}
+
+IpcHandle Event::ipc_handle() const {
+  cudaIpcEventHandle_t handle;
+  check(cudaIpcGetEventHandle(&handle, static_cast<cudaEvent_t>(event_)),
+        "cudaIpcGetEventHandle (the event must come from Event::interprocess())");
+  IpcHandle h;
+  std::memcpy(h.bytes.data(), &handle, sizeof handle);
+  return h;
+}
+
+Event Event::open_ipc(const IpcHandle& h) {
+  require_available("CUDA open interprocess event");
+  cudaIpcEventHandle_t handle;
+  std::memcpy(&handle, h.bytes.data(), sizeof handle);
+  cudaEvent_t e = nullptr;
+  check(cudaIpcOpenEventHandle(&e, handle), "cudaIpcOpenEventHandle");
+  return Event(Adopt{}, e);
 }
 
 float Event::elapsed_ms(const Event& start, const Event& end) {

@@ -53,6 +53,35 @@ void* malloc_device(std::size_t) { unsupported("CUDA malloc_device"); }
 void free_device(void*) noexcept {}
 bool is_device_pointer(const void*) { return false; }
 
+const char* memory_kind_name(MemoryKind k) {
+  switch (k) {
+    case MemoryKind::Host: return "host";
+    case MemoryKind::PinnedHost: return "pinned host";
+    case MemoryKind::Device: return "device";
+    case MemoryKind::Managed: return "managed";
+  }
+  return "unknown";
+}
+PointerInfo pointer_info(const void*) { return {}; }  // without CUDA all memory is host memory
+
+void* malloc_pinned(std::size_t) { unsupported("CUDA malloc_pinned"); }
+void free_pinned(void*) noexcept {}
+PinnedBuffer::PinnedBuffer(std::size_t) { unsupported("CUDA malloc_pinned"); }
+PinnedBuffer::~PinnedBuffer() = default;
+PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
+  data_ = std::exchange(other.data_, nullptr);
+  size_ = std::exchange(other.size_, 0);
+  return *this;
+}
+
+IpcExport ipc_export(const void*) { unsupported("CUDA ipc_export"); }
+void* ipc_open(const IpcHandle&) { unsupported("CUDA ipc_open"); }
+bool ipc_evict(const IpcHandle&) { unsupported("CUDA ipc_evict"); }
+void ipc_evict_all() noexcept {}
+std::size_t ipc_open_count() { return 0; }
+
 DeviceBuffer::DeviceBuffer(std::size_t) { unsupported("CUDA malloc_device"); }
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -64,6 +93,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void stream_synchronize(void*) { unsupported("CUDA stream_synchronize"); }
+void stream_wait_event(void*, const Event&) { unsupported("CUDA event"); }
 Stream::Stream() { unsupported("CUDA stream"); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { unsupported("CUDA stream_synchronize"); }
@@ -75,5 +105,13 @@ bool Event::query() const { unsupported("CUDA event"); }
 void Event::synchronize() const { unsupported("CUDA event"); }
 void Event::wait_on(void*) const { unsupported("CUDA event"); }
 float Event::elapsed_ms(const Event&, const Event&) { unsupported("CUDA event"); }
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+Event& Event::operator=(Event&& other) noexcept {
+  event_ = std::exchange(other.event_, nullptr);
+  return *this;
+}
+Event Event::interprocess() { unsupported("CUDA interprocess event"); }
+IpcHandle Event::ipc_handle() const { unsupported("CUDA interprocess event"); }
+Event Event::open_ipc(const IpcHandle&) { unsupported("CUDA open interprocess event"); }
 
 }  // namespace braid::cuda

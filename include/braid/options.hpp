@@ -31,7 +31,12 @@ struct OpOptions {
   std::chrono::milliseconds timeout{0};
   // Point-to-point messages match on (group, source, tag). Collectives ignore it.
   std::int64_t tag = 0;
-  void* stream = nullptr;  // cudaStream_t for device tensors
+  // Device tensors: the cudaStream_t (cast to void*) the op is ordered on;
+  // nullptr is the device's legacy default stream. The op reads what the
+  // stream's earlier work left; the stream's later work sees its result (a
+  // blocking op returns once that is enqueued, as with NCCL); host code sees
+  // it after an async Work's wait() or is_completed(). Ignored for host tensors.
+  void* stream = nullptr;
   // Collectives: force an algorithm by name ("ring", "tree", ...); empty = automatic.
   const char* algorithm = nullptr;
 };

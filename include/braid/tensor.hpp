@@ -19,6 +19,11 @@ bool dtype_is_floating(DType dt);
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };
 
+// Where a tensor's memory is. CUDA tensors (cudaMalloc'd memory of device
+// `index`) work in every op when Braid was built with CUDA and the machine has
+// a driver and that device; otherwise the op throws Error(NotSupported) saying
+// why. The device tensors of one op must all be on one device; host and
+// device tensors may be mixed.
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = -1;  // CUDA device ordinal; -1 on the CPU

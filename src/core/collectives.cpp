@@ -9,6 +9,7 @@
 #include "common/errors.hpp"
 #include "core/async_runner.hpp"
 #include "core/context.hpp"
+#include "core/device_staging.hpp"
 #include "core/executor.hpp"
 #include "core/plan_cache.hpp"
 #include "reduce/cpu_reduce.hpp"
@@ -33,6 +34,8 @@ struct Call {
   int root = 0;  // group rank
   std::vector<std::vector<std::int64_t>> splits;
   ExecBuffers buffers;
+  // Device tensors' pinned stand-ins (inactive when every tensor is on the host).
+  std::shared_ptr<detail::DeviceStaging> staging;
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce: the caller's input, and the copy of it into Output the
@@ -41,6 +44,13 @@ struct Call {
   const void* contribution = nullptr;
   std::function<void()> init_output;
 };
+
+using detail::StageDir;
+
+// The tensor the plan works on in t's place: t, or its pinned stand-in.
+Tensor stage(Call& c, const Tensor& t, StageDir dir, const char* name) {
+  return c.staging->stage(t, dir, name);
+}
 
 std::shared_ptr<detail::GroupImpl> group_of(const OpOptions& o, const char* op) {
   op_group(o, op);  // checks validity and membership
@@ -138,11 +148,23 @@ Work run(Call c, const OpOptions& o) {
       compiled->plan->one_sided ? c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed) : 0;
   const Deadline deadline = Deadline::after(timeout);
   Engine* engine = ctx.engine.get();
-  auto body = [c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
+  // Device tensors: copies to their stand-ins are enqueued now, at issue, on
+  // options.stream, so the op reads what the stream's earlier work left.
+  auto staging = c.staging->active() ? c.staging : nullptr;
+  if (staging) staging->begin();
+  const bool async = o.async_op;
+  auto body = [staging, async, c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
+    if (staging) staging->wait_inputs(deadline);
     if (c.before) c.before();
     ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what, ticket};
     execute(*engine, call);
     if (c.after) c.after();
+    if (staging) {
+      staging->end();  // results back to the device, in stream order
+      // An async Work completes only once they are there.
+      if (async && staging->settle(deadline, deadline))
+        if (auto e = staging->error()) std::rethrow_exception(e);
+    }
   };
   if (!o.async_op) {
     body();
@@ -172,6 +194,7 @@ Call make(Collective coll, const char* what, const OpOptions& o) {
   c.coll = coll;
   c.what = what;
   c.group = group_of(o, what);
+  c.staging = std::make_shared<detail::DeviceStaging>(o.stream, what);
   return c;
 }
 
@@ -184,8 +207,13 @@ Work barrier(const OpOptions& o) {
 
 Work broadcast(const Tensor& t, int src, const OpOptions& o) { return broadcast(t, t, src, o); }
 
-Work broadcast(const Tensor& input, const Tensor& output, int src, const OpOptions& o) {
+Work broadcast(const Tensor& input_arg, const Tensor& output_arg, int src, const OpOptions& o) {
   Call c = make(Collective::Broadcast, "broadcast", o);
+  const bool root = root_of(c, src, "src") == c.group->my_rank;
+  const Tensor input = root ? stage(c, input_arg, StageDir::In, "input") : input_arg;
+  const Tensor output = root && input_arg.data == output_arg.data  // in place: the root's stays as it is
+                            ? input
+                            : stage(c, output_arg, StageDir::Out, "output");
   check_tensor(output, "output", c.what);
   c.root = root_of(c, src, "src");
   const bool is_root = c.root == c.group->my_rank;
@@ -204,8 +232,10 @@ Work broadcast(const Tensor& input, const Tensor& output, int src, const OpOptio
 
 Work all_reduce(const Tensor& t, ReduceOp op, const OpOptions& o) { return all_reduce(t, t, op, o); }
 
-Work all_reduce(const Tensor& input, const Tensor& output, ReduceOp op, const OpOptions& o) {
+Work all_reduce(const Tensor& input_arg, const Tensor& output_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::AllReduce, "all_reduce", o);
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -223,8 +253,12 @@ Work all_reduce(const Tensor& input, const Tensor& output, ReduceOp op, const Op
 
 Work reduce(const Tensor& t, int dst, ReduceOp op, const OpOptions& o) { return reduce(t, t, dst, op, o); }
 
-Work reduce(const Tensor& input, const Tensor& output, int dst, ReduceOp op, const OpOptions& o) {
+Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::Reduce, "reduce", o);
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
+  const Tensor output = root_of(c, dst, "dst") == c.group->my_rank
+                            ? stage(c, output_arg, StageDir::Out, "output")
+                            : output_arg;  // not used off the root
   check_tensor(input, "input", c.what);
   reduction::check_op(input.dtype, op);
   c.root = root_of(c, dst, "dst");
@@ -250,8 +284,10 @@ Work reduce(const Tensor& input, const Tensor& output, int dst, ReduceOp op, con
   return run(std::move(c), o);
 }
 
-Work all_gather_into_tensor(const Tensor& output, const Tensor& input, const OpOptions& o) {
+Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather_into_tensor", o);
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");  // first: input may lie inside it
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -266,8 +302,10 @@ Work all_gather_into_tensor(const Tensor& output, const Tensor& input, const OpO
   return run(std::move(c), o);
 }
 
-Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const OpOptions& o) {
+Work all_gather(const std::vector<Tensor>& outputs_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather", o);
+  const auto outputs = c.staging->stage_list(outputs_arg, StageDir::Out, "outputs");
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   const int n = static_cast<int>(c.group->ranks.size());
   ListView out = list_view(c, outputs, n, input.count, input, "outputs");
@@ -282,8 +320,15 @@ Work all_gather(const std::vector<Tensor>& outputs, const Tensor& input, const O
   return run(std::move(c), o);
 }
 
-Work gather(const Tensor& input, const std::vector<Tensor>* outputs, int dst, const OpOptions& o) {
+Work gather(const Tensor& input_arg, const std::vector<Tensor>* outputs_arg, int dst, const OpOptions& o) {
   Call c = make(Collective::Gather, "gather", o);
+  std::vector<Tensor> staged_outputs;
+  const std::vector<Tensor>* outputs = outputs_arg;
+  if (outputs_arg && root_of(c, dst, "dst") == c.group->my_rank) {
+    staged_outputs = c.staging->stage_list(*outputs_arg, StageDir::Out, "outputs");
+    outputs = &staged_outputs;
+  }
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   c.root = root_of(c, dst, "dst");
   c.dtype = input.dtype;
@@ -305,8 +350,15 @@ Work gather(const Tensor& input, const std::vector<Tensor>* outputs, int dst, co
   return run(std::move(c), o);
 }
 
-Work scatter(const Tensor& output, const std::vector<Tensor>* inputs, int src, const OpOptions& o) {
+Work scatter(const Tensor& output_arg, const std::vector<Tensor>* inputs_arg, int src, const OpOptions& o) {
   Call c = make(Collective::Scatter, "scatter", o);
+  std::vector<Tensor> staged_inputs;
+  const std::vector<Tensor>* inputs = inputs_arg;
+  if (inputs_arg && root_of(c, src, "src") == c.group->my_rank) {
+    staged_inputs = c.staging->stage_list(*inputs_arg, StageDir::In, "inputs");
+    inputs = &staged_inputs;
+  }
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(output, "output", c.what);
   c.root = root_of(c, src, "src");
   c.dtype = output.dtype;
@@ -330,8 +382,10 @@ Work scatter(const Tensor& output, const std::vector<Tensor>* inputs, int src, c
   return run(std::move(c), o);
 }
 
-Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, const OpOptions& o) {
+Work reduce_scatter_tensor(const Tensor& output_arg, const Tensor& input_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::ReduceScatter, "reduce_scatter_tensor", o);
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");  // first: output may lie inside it
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -357,8 +411,10 @@ Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp o
   return run(std::move(c), o);
 }
 
-Work reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op, const OpOptions& o) {
+Work reduce_scatter(const Tensor& output_arg, const std::vector<Tensor>& inputs_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::ReduceScatter, "reduce_scatter", o);
+  const auto inputs = c.staging->stage_list(inputs_arg, StageDir::In, "inputs");
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(output, "output", c.what);
   reduction::check_op(output.dtype, op);
   const int n = static_cast<int>(c.group->ranks.size());
@@ -440,9 +496,11 @@ Work all_to_all_single(const Tensor& output, const Tensor& input, const OpOption
   return all_to_all_single(output, input, {}, {}, o);
 }
 
-Work all_to_all_single(const Tensor& output, const Tensor& input, const std::vector<std::int64_t>& output_splits,
+Work all_to_all_single(const Tensor& output_arg, const Tensor& input_arg, const std::vector<std::int64_t>& output_splits,
                        const std::vector<std::int64_t>& input_splits, const OpOptions& o) {
   Call c = make(Collective::AllToAll, "all_to_all_single", o);
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
+  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -454,8 +512,10 @@ Work all_to_all_single(const Tensor& output, const Tensor& input, const std::vec
   return all_to_all_impl(std::move(c), output, input, output.data, input.data, out_s, in_s, o);
 }
 
-Work all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const OpOptions& o) {
+Work all_to_all(const std::vector<Tensor>& outputs_arg, const std::vector<Tensor>& inputs_arg, const OpOptions& o) {
   Call c = make(Collective::AllToAll, "all_to_all", o);
+  const auto inputs = c.staging->stage_list(inputs_arg, StageDir::In, "inputs");
+  const auto outputs = c.staging->stage_list(outputs_arg, StageDir::Out, "outputs");
   const int n = static_cast<int>(c.group->ranks.size());
   if (static_cast<int>(inputs.size()) != n || static_cast<int>(outputs.size()) != n)
     fail(ErrorCode::InvalidArgument, "all_to_all: {} inputs and {} outputs: expected {} of each (the group size)",

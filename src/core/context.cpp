@@ -5,6 +5,7 @@
 
 #include "braid/ops.hpp"
 #include "common/errors.hpp"
+#include "core/device_staging.hpp"
 
 namespace braid {
 
@@ -55,9 +56,9 @@ void check_tensor(const Tensor& t, const char* what, const char* op) {
     fail(ErrorCode::InvalidArgument, "{}: {} has {} elements but a null data pointer", op, what, t.count);
   if (static_cast<unsigned>(t.dtype) >= static_cast<unsigned>(kNumDTypes))
     fail(ErrorCode::InvalidArgument, "{}: {} has an unknown dtype ({})", op, what, static_cast<int>(t.dtype));
-  if (!t.device.is_cpu())
-    fail(ErrorCode::NotSupported, "{}: {} is on cuda:{}, but this build of Braid moves host memory "
-         "only (device tensors arrive with the CUDA transport)", op, what, t.device.index);
+  // A device tensor: NotSupported with the reason where CUDA is not usable
+  // (ops carry usable ones through pinned stand-ins, core/device_staging).
+  if (!t.device.is_cpu()) detail::check_device_tensor(t, what, op);
 }
 
 Millis op_timeout(const OpOptions& o) {

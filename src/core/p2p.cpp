@@ -6,6 +6,7 @@
 #include "braid/ops.hpp"
 #include "common/errors.hpp"
 #include "core/context.hpp"
+#include "core/device_staging.hpp"
 #include "core/work_state.hpp"
 
 namespace braid {
@@ -15,7 +16,15 @@ namespace {
 struct P2PWork final : detail::WorkState {
   Engine* engine = nullptr;
   Request req;
-  bool wait_until(Deadline until) override {
+  // A device tensor's pinned stand-in: an irecv's bytes go to the device once
+  // the message is in, and the Work completes when they are there.
+  std::shared_ptr<detail::DeviceStaging> staging;
+  bool wait_until(Deadline until) override { return wait_request(until) && settle_device(until); }
+  bool settle_device(Deadline until) {
+    if (!staging || req.error) return true;
+    return staging->settle(until, op_deadline, req.received);
+  }
+  bool wait_request(Deadline until) {
     if (req.done.load(std::memory_order_acquire)) return true;
     if (until.at < op_deadline.at) return engine->wait_any(&req_ptr, 1, until, req.peer);
     engine->wait_any(&req_ptr, 1, until, req.peer);
@@ -28,8 +37,11 @@ struct P2PWork final : detail::WorkState {
           req.peer)));
     return true;
   }
-  bool test() override { return engine->test(req); }
-  std::exception_ptr error() override { return engine->translate(req.error); }
+  bool test() override { return engine->test(req) && settle_device(Deadline{Clock::now()}); }
+  std::exception_ptr error() override {
+    if (auto e = engine->translate(req.error)) return e;
+    return staging ? staging->error() : nullptr;
+  }
   int source() override { return req.source; }
   Request* req_ptr = &req;
 };
@@ -48,11 +60,20 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
   return Deadline::after(r.timeout);
 }
 
-Work start_async(const Tensor& t, int peer, bool is_send, const OpOptions& o, const char* op) {
+Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o, const char* op) {
   auto w = std::make_shared<P2PWork>();
   Context& c = context();
   w->engine = c.engine.get();
+  auto staging = std::make_shared<detail::DeviceStaging>(o.stream, op);
+  const Tensor t = staging->stage(t_arg, is_send ? detail::StageDir::In : detail::StageDir::Out, "tensor");
   const Deadline d = prepare(w->req, t, peer, is_send, o, op);
+  if (staging->active()) {
+    // An isend of device memory posts once the data is on the host: it waits
+    // here for the stream's earlier work and the copy.
+    staging->begin();
+    staging->wait_inputs(d);
+    w->staging = std::move(staging);
+  }
   w->op_deadline = d;
   c.engine->set_async(w->req, w, d);
   if (is_send) c.engine->post_send(w->req, d);
@@ -62,23 +83,30 @@ Work start_async(const Tensor& t, int peer, bool is_send, const OpOptions& o, co
 
 }  // namespace
 
-Work send(const Tensor& t, int dst, const OpOptions& o) {
-  if (o.async_op) return isend(t, dst, o);
+Work send(const Tensor& t_arg, int dst, const OpOptions& o) {
+  if (o.async_op) return isend(t_arg, dst, o);
+  detail::DeviceStaging staging(o.stream, "send");
+  const Tensor t = staging.stage(t_arg, detail::StageDir::In, "tensor");
   Request r;
   const Deadline d = prepare(r, t, dst, true, o, "send");
+  staging.begin();
+  staging.wait_inputs(d);
   Engine& e = *context().engine;
   e.post_send(r, d);
   e.wait(r, d);
   return Work();
 }
 
-int recv(const Tensor& t, int src, const OpOptions& o) {
+int recv(const Tensor& t_arg, int src, const OpOptions& o) {
+  detail::DeviceStaging staging(o.stream, "recv");
+  const Tensor t = staging.stage(t_arg, detail::StageDir::Out, "tensor");
   Request r;
   const Deadline d = prepare(r, t, src, false, o, "recv");
   r.deadline = d;
   Engine& e = *context().engine;
   e.post_recv(r);
   e.wait(r, d);
+  staging.end(r.received);  // what arrived goes to the device, in stream order
   return r.source;
 }
 

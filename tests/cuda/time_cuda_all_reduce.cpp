@@ -1,0 +1,150 @@
+// time-cuda-all-reduce: all_reduce of device tensors between ranks sharing
+// one GPU, against the floor the bytes it must move set (issue #6, part 5).
+//
+//   time-cuda-all-reduce [--mib 256] [--ranks 2] [--iters 10] [--algo NAME] [--dtype float32]
+//
+// In the same run (rank 0, before the timed ops) a device-to-device copy of
+// the same size measures the copy bandwidth B, counting bytes read plus
+// written. An all_reduce of N bytes per rank among R ranks on one device must
+// at least read every rank's input once and write every rank's output once:
+// 2 R N bytes (R = 2: every element read twice and written twice). floor =
+// 2 R N / B; the ratio printed is the median time over the floor.
+//
+// Each timed op: barrier, then all_reduce (blocking, on a non-blocking
+// stream), then that stream synchronised: the time until the result is in
+// device memory. Median of --iters after 2 warm-ups; inputs are ordinary
+// random-ish values, never zeros. Exits 77 without a GPU.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cuda_kernels/cuda.hpp"
+#include "mp/harness.hpp"
+
+namespace bc = braid::cuda;
+
+namespace {
+
+struct Options {
+  std::size_t mib = 256;
+  int ranks = 2;
+  int iters = 10;
+  std::string algo;
+  braid::DType dtype = braid::DType::Float32;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has = i + 1 < argc;
+    if (a == "--mib" && has) o.mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--ranks" && has) o.ranks = std::atoi(argv[++i]);
+    else if (a == "--iters" && has) o.iters = std::atoi(argv[++i]);
+    else if (a == "--algo" && has) o.algo = argv[++i];
+    else if (a == "--dtype" && has && std::string(argv[i + 1]) == "bfloat16") ++i, o.dtype = braid::DType::BFloat16;
+    else if (a == "--dtype" && has && std::string(argv[i + 1]) == "float32") ++i;
+    else {
+      std::fprintf(stderr, "usage: %s [--mib N] [--ranks N] [--iters N] [--algo NAME] "
+                   "[--dtype float32|bfloat16]\n", argv[0]);
+      std::exit(2);
+    }
+  }
+  if (o.mib == 0 || o.ranks < 1 || o.iters < 1) {
+    std::fprintf(stderr, "--mib, --ranks and --iters must be positive\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool usable_in_child() {
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (!bc::available()) std::printf("no CUDA device: %s\n", bc::unavailable_reason().c_str());
+    std::fflush(stdout);
+    ::_exit(bc::available() ? 0 : 77);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  if (!usable_in_child()) return 77;
+  auto res = braid_test::run_ranks(o.ranks, [&o](int rank, int) {
+    using Clock = std::chrono::steady_clock;
+    const std::size_t bytes = o.mib << 20;
+    const std::int64_t count = static_cast<std::int64_t>(bytes / braid::dtype_size(o.dtype));
+    bc::set_device(0);
+    bc::Stream stream;
+    void* s = stream.get();
+    bc::DeviceBuffer data(bytes), scratch(bytes);
+    // Ordinary values: a byte pattern that depends on the rank (never zeros;
+    // as floats these are finite numbers of modest size).
+    bc::fill_bytes(data.data(), 0x3c + rank, bytes, s);
+    bc::stream_synchronize(s);
+
+    double copy_gbs = 0;
+    if (rank == 0) {
+      std::vector<double> ms;
+      for (int i = 0; i < o.iters + 2; ++i) {
+        bc::Event a(true), b(true);
+        a.record(s);
+        bc::copy(scratch.data(), data.data(), bytes, s);
+        b.record(s);
+        b.synchronize();
+        if (i >= 2) ms.push_back(bc::Event::elapsed_ms(a, b));
+      }
+      copy_gbs = 2.0 * static_cast<double>(bytes) / (median(ms) * 1e-3) / 1e9;
+    }
+
+    braid_test::init_env();
+    braid::OpOptions op{.stream = s, .algorithm = o.algo.empty() ? nullptr : o.algo.c_str()};
+    const braid::Tensor t = braid::tensor(data.data(), count, o.dtype, braid::Device::cuda(0));
+    std::vector<double> secs;
+    for (int i = 0; i < o.iters + 2; ++i) {
+      // Reset the input (the sums would grow without bound otherwise).
+      bc::fill_bytes(data.data(), 0x3c + rank, bytes, s);
+      bc::stream_synchronize(s);
+      braid::barrier();
+      const auto t0 = Clock::now();
+      braid::all_reduce(t, braid::ReduceOp::Sum, op);
+      bc::stream_synchronize(s);
+      const auto t1 = Clock::now();
+      if (i >= 2) secs.push_back(std::chrono::duration<double>(t1 - t0).count());
+    }
+    if (rank == 0) {
+      const double t_med = median(secs);
+      const double floor_bytes = 2.0 * o.ranks * static_cast<double>(bytes);
+      const double floor_s = floor_bytes / (copy_gbs * 1e9);
+      std::printf("device: %s\n", bc::device_name(0).c_str());
+      std::printf("copy D2D %zu MiB: %.1f GB/s (read + written)\n", o.mib, copy_gbs);
+      std::printf("all_reduce %s %zu MiB x %d ranks on one GPU, algo %s: median %.3f ms over %d runs\n",
+                  braid::dtype_name(o.dtype), o.mib, o.ranks, o.algo.empty() ? "auto" : o.algo.c_str(),
+                  t_med * 1e3, o.iters);
+      std::printf("floor (%d x %zu MiB read + %d x %zu MiB written at the copy bandwidth): %.3f ms\n",
+                  o.ranks, o.mib, o.ranks, o.mib, floor_s * 1e3);
+      std::printf("ratio to floor: %.2f (issue #6 asks <= 1.25)\n", t_med / floor_s);
+    }
+  }, {.timeout_s = 500, .env = {}});
+  if (!braid_test::all_ok(res)) {
+    std::printf("time-cuda-all-reduce failed: %s\n", braid_test::describe(res).c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -34,8 +34,10 @@ struct Call {
   int root = 0;  // group rank
   std::vector<std::vector<std::int64_t>> splits;
   ExecBuffers buffers;
-  // Device tensors' pinned stand-ins (inactive when every tensor is on the host).
+  // Device tensors' pinned stand-ins: made on the first device tensor, so a
+  // host-only call (the small-message hot path) allocates nothing for it.
   std::shared_ptr<detail::DeviceStaging> staging;
+  void* stream = nullptr;  // OpOptions::stream
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce: the caller's input, and the copy of it into Output the
@@ -47,9 +49,22 @@ struct Call {
 
 using detail::StageDir;
 
+detail::DeviceStaging& staging_of(Call& c) {
+  if (!c.staging) c.staging = std::make_shared<detail::DeviceStaging>(c.stream, c.what);
+  return *c.staging;
+}
+
 // The tensor the plan works on in t's place: t, or its pinned stand-in.
 Tensor stage(Call& c, const Tensor& t, StageDir dir, const char* name) {
-  return c.staging->stage(t, dir, name);
+  if (t.device.is_cpu()) return t;
+  return staging_of(c).stage(t, dir, name);
+}
+
+std::vector<Tensor> stage_list(Call& c, const std::vector<Tensor>& list, StageDir dir, const char* name) {
+  bool host = true;
+  for (const Tensor& t : list) host = host && t.device.is_cpu();
+  if (host) return list;
+  return staging_of(c).stage_list(list, dir, name);
 }
 
 std::shared_ptr<detail::GroupImpl> group_of(const OpOptions& o, const char* op) {
@@ -150,7 +165,7 @@ Work run(Call c, const OpOptions& o) {
   Engine* engine = ctx.engine.get();
   // Device tensors: copies to their stand-ins are enqueued now, at issue, on
   // options.stream, so the op reads what the stream's earlier work left.
-  auto staging = c.staging->active() ? c.staging : nullptr;
+  auto staging = c.staging && c.staging->active() ? c.staging : nullptr;
   if (staging) staging->begin();
   const bool async = o.async_op;
   auto body = [staging, async, c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
@@ -194,7 +209,7 @@ Call make(Collective coll, const char* what, const OpOptions& o) {
   c.coll = coll;
   c.what = what;
   c.group = group_of(o, what);
-  c.staging = std::make_shared<detail::DeviceStaging>(o.stream, what);
+  c.stream = o.stream;
   return c;
 }
 
@@ -304,7 +319,7 @@ Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, c
 
 Work all_gather(const std::vector<Tensor>& outputs_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather", o);
-  const auto outputs = c.staging->stage_list(outputs_arg, StageDir::Out, "outputs");
+  const auto outputs = stage_list(c, outputs_arg, StageDir::Out, "outputs");
   const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   const int n = static_cast<int>(c.group->ranks.size());
@@ -325,7 +340,7 @@ Work gather(const Tensor& input_arg, const std::vector<Tensor>* outputs_arg, int
   std::vector<Tensor> staged_outputs;
   const std::vector<Tensor>* outputs = outputs_arg;
   if (outputs_arg && root_of(c, dst, "dst") == c.group->my_rank) {
-    staged_outputs = c.staging->stage_list(*outputs_arg, StageDir::Out, "outputs");
+    staged_outputs = stage_list(c, *outputs_arg, StageDir::Out, "outputs");
     outputs = &staged_outputs;
   }
   const Tensor input = stage(c, input_arg, StageDir::In, "input");
@@ -355,7 +370,7 @@ Work scatter(const Tensor& output_arg, const std::vector<Tensor>* inputs_arg, in
   std::vector<Tensor> staged_inputs;
   const std::vector<Tensor>* inputs = inputs_arg;
   if (inputs_arg && root_of(c, src, "src") == c.group->my_rank) {
-    staged_inputs = c.staging->stage_list(*inputs_arg, StageDir::In, "inputs");
+    staged_inputs = stage_list(c, *inputs_arg, StageDir::In, "inputs");
     inputs = &staged_inputs;
   }
   const Tensor output = stage(c, output_arg, StageDir::Out, "output");
@@ -413,7 +428,7 @@ Work reduce_scatter_tensor(const Tensor& output_arg, const Tensor& input_arg, Re
 
 Work reduce_scatter(const Tensor& output_arg, const std::vector<Tensor>& inputs_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::ReduceScatter, "reduce_scatter", o);
-  const auto inputs = c.staging->stage_list(inputs_arg, StageDir::In, "inputs");
+  const auto inputs = stage_list(c, inputs_arg, StageDir::In, "inputs");
   const Tensor output = stage(c, output_arg, StageDir::Out, "output");
   check_tensor(output, "output", c.what);
   reduction::check_op(output.dtype, op);
@@ -514,8 +529,8 @@ Work all_to_all_single(const Tensor& output_arg, const Tensor& input_arg, const 
 
 Work all_to_all(const std::vector<Tensor>& outputs_arg, const std::vector<Tensor>& inputs_arg, const OpOptions& o) {
   Call c = make(Collective::AllToAll, "all_to_all", o);
-  const auto inputs = c.staging->stage_list(inputs_arg, StageDir::In, "inputs");
-  const auto outputs = c.staging->stage_list(outputs_arg, StageDir::Out, "outputs");
+  const auto inputs = stage_list(c, inputs_arg, StageDir::In, "inputs");
+  const auto outputs = stage_list(c, outputs_arg, StageDir::Out, "outputs");
   const int n = static_cast<int>(c.group->ranks.size());
   if (static_cast<int>(inputs.size()) != n || static_cast<int>(outputs.size()) != n)
     fail(ErrorCode::InvalidArgument, "all_to_all: {} inputs and {} outputs: expected {} of each (the group size)",

@@ -266,6 +266,13 @@ void Engine::check_abort() {
   if (abort_error_) throw_aborted(lk);
 }
 
+void Engine::check_peer_alive(int peer) {
+  check_abort();
+  const HostRecord h = host_record(peer, Millis(1000));
+  if (h.host == host_id_ && h.pid > 0 && ShmTransport::process_gone(h.pid))
+    abort_peer_gone(peer, "its process is gone (exited or killed)");
+}
+
 [[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {
   // Publish (and so learn the root cause) before anyone sees the error.
   publish_abort(lk);

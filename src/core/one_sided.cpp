@@ -64,7 +64,8 @@ class Turn {
 
 shm::Window& window_of(Engine& e, detail::GroupImpl& g, const ExecCall& call) {
   if (!g.window)
-    g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, call.deadline);
+    g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, call.deadline,
+                                             [&e](int peer) { e.check_peer_alive(peer); });
   return *g.window;
 }
 

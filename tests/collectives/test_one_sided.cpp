@@ -7,8 +7,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "builder.hpp"
@@ -202,6 +204,27 @@ TEST_CASE("a peer that dies during a one-sided plan is named, not waited on", "[
                           braid::ErrorCode::PeerFailure, "rank 2");
     RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
     RANK_CHECK(e.peer() == 2);
+    std::_Exit(0);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("a peer that dies before the group's first one-sided call is named within seconds", "[one_sided][failure]") {
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env("shm");  // one-sided plans need shared memory, whatever backend the suite runs
+    if (rank == 2) _exit(0);  // never publishes its window block
+    std::vector<float> v(16, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = expect_error([&] { braid::all_reduce(braid::tensor(v), braid::ReduceOp::Sum, {.algorithm = "oneshot"}); },
+                          braid::ErrorCode::PeerFailure, "rank 2");
+    // The op's timeout is 60 s: the death must be found by looking, not by waiting it out.
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    RANK_CHECK(e.peer() == 2);
+    // Survivors stay a moment, as a real job's would: one that exited at
+    // once could be found gone by the other before rank 2 is (and rank 0
+    // hosts the store).
+    std::this_thread::sleep_for(std::chrono::seconds(2));
     std::_Exit(0);
   });
   INFO(describe(res));

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <thread>
 
 #include "common/errors.hpp"
 #include "common/log.hpp"
@@ -49,7 +51,8 @@ namespace {
 std::size_t header_size() { return (sizeof(Window::Header) + kLine - 1) / kLine * kLine; }
 }  // namespace
 
-Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline)
+Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline,
+               const std::function<void(int)>& check_alive)
     : world_(std::move(world)), me_(me), peers_(world_.size()), sent_(world_.size(), 0),
       consumed_(world_.size(), 0), completed_seen_(world_.size(), 0) {
   const int n = size();
@@ -76,8 +79,18 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
     Peer& p = peers_[static_cast<std::size_t>(q)];
-    const std::string v =
-        store::to_string(store.get(prefix + std::to_string(q), Millis(std::max<std::int64_t>(deadline.poll_ms(INT_MAX), 1))));
+    // Poll rather than block on the store: a peer killed before it published
+    // must be named within the deadline, not waited for until it.
+    std::optional<store::Bytes> rec;
+    while (!(rec = store.try_get(prefix + std::to_string(q)))) {
+      if (deadline.expired())
+        fail_peer(ErrorCode::Timeout, world_rank(q),
+                  "one-sided window: rank {} did not publish its shared-memory block before the deadline",
+                  world_rank(q));
+      check_alive(world_rank(q));
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, deadline.poll_ms(100) + 1)));
+    }
+    const std::string v = store::to_string(*rec);
     int pid = 0, fd = -1;
     if (std::sscanf(v.c_str(), "%d %d", &pid, &fd) != 2 || pid <= 0 || fd < 0)
       fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {} published '{}'; expected 'pid fd'",
@@ -88,6 +101,17 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
       fail_peer(ErrorCode::PeerFailure, world_rank(q), "rank {} is gone (pidfd_open of pid {}: {})", world_rank(q), pid,
                 errno_text());
     Fd blk(pidfd_getfd(p.pidfd.get(), fd));
+    if (!blk.valid()) {
+      // The peer may have given up (another rank died) and closed its block:
+      // give the abort it published a moment to reach us, so the error names
+      // the root cause rather than this symptom.
+      const int err = errno;
+      for (int i = 0; i < 15 && !deadline.expired(); ++i) {
+        check_alive(world_rank(q));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      errno = err;
+    }
     if (!blk.valid())
       fail_peer(ErrorCode::Transport, world_rank(q),
                 "one-sided window: cannot take rank {}'s memory (pidfd_getfd: {}; needs the same user)", world_rank(q),

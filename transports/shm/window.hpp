@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,8 +56,11 @@ class Window {
  public:
   // Creates this rank's block, publishes it under "os/<group>/<rank>" and
   // maps every peer's (waiting for them up to the deadline). `world` maps
-  // group ranks to world ranks, for error messages.
-  Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline);
+  // group ranks to world ranks, for error messages. While a peer's record is
+  // missing, `check_alive(world rank)` is called every 100 ms: it throws if
+  // that peer died (before it could publish) or the job was aborted.
+  Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline,
+         const std::function<void(int)>& check_alive);
   ~Window();
   Window(const Window&) = delete;
   Window& operator=(const Window&) = delete;

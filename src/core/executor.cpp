@@ -46,6 +46,31 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
   return c;
 }
 
+void StepSchedule::begin(const CompiledPlan& plan) {
+  plan_ = &plan;
+  waiting_.assign(plan.dep_count.begin(), plan.dep_count.end());
+  ready_.clear();
+  done_ = 0;
+  total_ = waiting_.size();
+  for (std::size_t i = 0; i < total_; ++i)
+    if (waiting_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
+}
+
+void StepSchedule::finish(std::int32_t i) {
+  ++done_;
+  const auto b = plan_->next_begin[static_cast<std::size_t>(i)];
+  const auto end = plan_->next_begin[static_cast<std::size_t>(i) + 1];
+  for (auto k = b; k < end; ++k) {
+    const auto j = plan_->next[static_cast<std::size_t>(k)];
+    if (--waiting_[static_cast<std::size_t>(j)] == 0) ready_.push_back(j);
+  }
+}
+
+void StepSchedule::stalled(const char* what) const {
+  fail(ErrorCode::Internal, "{}: plan {} stalled with {} of {} steps done", what, plan_->plan->algorithm, done_,
+       total_);
+}
+
 namespace {
 
 // Per-thread storage reused by every call on that thread, so a small
@@ -53,7 +78,8 @@ namespace {
 struct Arena {
   std::unique_ptr<Request[]> reqs;
   std::size_t req_cap = 0;
-  std::vector<std::int32_t> waiting, ready, inflight;
+  StepSchedule sched;
+  std::vector<std::int32_t> inflight;
   std::vector<Request*> inflight_reqs;
   std::vector<char> scratch, stage;
   bool busy = false;  // a nested call (none today) would take fresh storage
@@ -75,11 +101,9 @@ struct Runner {
   char* scratch = nullptr;
   char* stage = nullptr;
   Request* reqs = nullptr;
-  std::vector<std::int32_t>& waiting;
-  std::vector<std::int32_t>& ready;
+  StepSchedule& sched;
   std::vector<std::int32_t>& inflight;     // step indices
   std::vector<Request*>& inflight_reqs;    // same order
-  std::size_t done = 0;
 
   static char* buffer(std::vector<char>& keep, std::unique_ptr<char[]>& big, std::size_t bytes) {
     if (bytes == 0) return nullptr;
@@ -93,8 +117,7 @@ struct Runner {
 
   Runner(Engine& engine, const ExecCall& c)
       : e(engine), call(c), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
-        a(t_arena.busy ? own : t_arena), waiting(a.waiting), ready(a.ready), inflight(a.inflight),
-        inflight_reqs(a.inflight_reqs) {
+        a(t_arena.busy ? own : t_arena), sched(a.sched), inflight(a.inflight), inflight_reqs(a.inflight_reqs) {
     a.busy = true;
     scratch = buffer(a.scratch, big_scratch, static_cast<std::size_t>(rp.scratch_count) * elem);
     stage = buffer(a.stage, big_stage, static_cast<std::size_t>(c.plan->stage_count) * elem);
@@ -104,12 +127,9 @@ struct Runner {
       a.req_cap = n;
     }
     reqs = a.reqs.get();
-    waiting.assign(c.plan->dep_count.begin(), c.plan->dep_count.end());
-    ready.clear();
+    sched.begin(*c.plan);
     inflight.clear();
     inflight_reqs.clear();
-    for (std::size_t i = 0; i < n; ++i)
-      if (waiting[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
   }
   ~Runner() { a.busy = false; }
 
@@ -124,15 +144,7 @@ struct Runner {
   }
   std::size_t bytes(const plan::Span& s) const { return static_cast<std::size_t>(s.count) * elem; }
 
-  void finish(std::int32_t i) {
-    ++done;
-    const auto b = call.plan->next_begin[static_cast<std::size_t>(i)];
-    const auto end = call.plan->next_begin[static_cast<std::size_t>(i) + 1];
-    for (auto k = b; k < end; ++k) {
-      const auto j = call.plan->next[static_cast<std::size_t>(k)];
-      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push_back(j);
-    }
-  }
+  void finish(std::int32_t i) { sched.finish(i); }
 
   void start(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
@@ -200,17 +212,10 @@ struct Runner {
   }
 
   void run() {
-    const std::size_t total = rp.steps.size();
-    while (done < total) {
-      while (!ready.empty()) {
-        const auto i = ready.back();
-        ready.pop_back();
-        start(i);
-      }
-      if (done == total) break;
-      if (inflight.empty())
-        fail(ErrorCode::Internal, "{}: plan {} stalled with {} of {} steps done", call.what,
-             call.plan->plan->algorithm, done, total);
+    for (;;) {
+      sched.start_ready([&](std::int32_t i) { start(i); });
+      if (sched.all_done()) break;
+      if (inflight.empty()) sched.stalled(call.what);
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), call.deadline,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
         std::string peers;

@@ -38,6 +38,35 @@ struct CompiledPlan {
 };
 std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank);
 
+// Which steps of one call may start: the dependency counts and the ready
+// list. Both executors (messages here, one-sided in one_sided.cpp) schedule
+// with it; each thread keeps one per executor, so a call allocates nothing.
+class StepSchedule {
+ public:
+  // A new call of `plan`: every step without dependencies is ready.
+  void begin(const CompiledPlan& plan);
+  // Starts ready steps (start(i) may finish() steps, making more ready)
+  // until none is left.
+  template <class Start>
+  void start_ready(Start&& start) {
+    while (!ready_.empty()) {
+      const auto i = ready_.back();
+      ready_.pop_back();
+      start(i);
+    }
+  }
+  // Step i is done: the steps waiting only for it become ready.
+  void finish(std::int32_t i);
+  bool all_done() const { return done_ == total_; }
+  // Nothing is ready or in flight, yet steps remain: a broken plan.
+  [[noreturn]] void stalled(const char* what) const;
+
+ private:
+  const CompiledPlan* plan_ = nullptr;
+  std::vector<std::int32_t> waiting_, ready_;
+  std::size_t done_ = 0, total_ = 0;
+};
+
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;

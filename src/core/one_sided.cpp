@@ -83,6 +83,21 @@ shm::BufDesc describe(const void* p, std::size_t bytes) {
   return d;
 }
 
+// A Wait step not yet satisfied: signals from `peer` must reach `expected`.
+struct Pending {
+  std::int32_t step;
+  int peer;
+  std::uint32_t expected;
+};
+
+// Per-thread bookkeeping reused by every one-sided call on the thread, so a
+// small collective allocates nothing (calls on one thread never nest).
+struct ThreadState {
+  StepSchedule sched;
+  std::vector<Pending> pending;
+};
+thread_local ThreadState t_state;
+
 int which(plan::Buf b) { return b == plan::Buf::Input ? 0 : b == plan::Buf::Output ? 1 : 2; }
 
 struct OneSidedRunner {
@@ -93,18 +108,12 @@ struct OneSidedRunner {
   const std::size_t elem;
   const int parity;
   char* scratch = nullptr;
-  std::vector<std::int32_t> waiting, ready;
-  struct Pending {
-    std::int32_t step;
-    int peer;
-    std::uint32_t expected;
-  };
-  std::vector<Pending> pending;
-  std::size_t done = 0;
+  StepSchedule& sched;
+  std::vector<Pending>& pending;
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
-        parity(static_cast<int>(c.ticket & 1)) {
+        parity(static_cast<int>(c.ticket & 1)), sched(t_state.sched), pending(t_state.pending) {
     if (c.ticket >= 2) wait_for_half();
     shm::BufDesc sd;
     scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
@@ -116,9 +125,8 @@ struct OneSidedRunner {
     if (c.plan->peers_read_output)
       w.publish(parity, 1, describe(c.buffers.output, static_cast<std::size_t>(plan::output_count(a, me)) * elem));
     w.publish(parity, 2, sd);
-    waiting.assign(c.plan->dep_count.begin(), c.plan->dep_count.end());
-    for (std::size_t i = 0; i < rp.steps.size(); ++i)
-      if (waiting[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
+    sched.begin(*c.plan);
+    pending.clear();
   }
 
   char* ptr(const plan::Span& s) const {
@@ -131,15 +139,7 @@ struct OneSidedRunner {
     return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
   }
 
-  void finish(std::int32_t i) {
-    ++done;
-    const auto b = call.plan->next_begin[static_cast<std::size_t>(i)];
-    const auto end = call.plan->next_begin[static_cast<std::size_t>(i) + 1];
-    for (auto k = b; k < end; ++k) {
-      const auto j = call.plan->next[static_cast<std::size_t>(k)];
-      if (--waiting[static_cast<std::size_t>(j)] == 0) ready.push_back(j);
-    }
-  }
+  void finish(std::int32_t i) { sched.finish(i); }
 
   // This call reuses the half of call ticket-2: wait until every peer has
   // completed that call (window.hpp, completed()). Almost always true at
@@ -303,17 +303,10 @@ struct OneSidedRunner {
   }
 
   void run() {
-    const std::size_t total = rp.steps.size();
-    while (done < total) {
-      while (!ready.empty()) {
-        const auto i = ready.back();
-        ready.pop_back();
-        start(i);
-      }
-      if (done == total) break;
-      if (pending.empty())
-        fail(ErrorCode::Internal, "{}: plan {} stalled with {} of {} steps done", call.what,
-             call.plan->plan->algorithm, done, total);
+    for (;;) {
+      sched.start_ready([&](std::int32_t i) { start(i); });
+      if (sched.all_done()) break;
+      if (pending.empty()) sched.stalled(call.what);
       wait_some();
     }
     // Every Wait of this call has consumed its signal.

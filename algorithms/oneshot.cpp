@@ -49,19 +49,17 @@ std::vector<int> wait_all(PlanBuilder& b, int r) {
 // dst = x_0 op x_1 op ... op x_{n-1}, always in rank order, so that every
 // rank computing it gets bit-identical results (floating-point addition is
 // commutative but not associative). x_q is q's Scratch span `at` for a peer;
-// the rank's own value is `own`, a local span. Rank 0 starts from `dst` when
-// it already holds x_0 (`dst_holds_own`). Each fetch from q waits for q's
-// signal, `after` orders the first write of dst.
-void reduce_in_rank_order(PlanBuilder& b, int r, Span at, Span own, Span dst, bool dst_holds_own,
+// the rank's own value is `own`, a local span. Rank 0 holds x_0 itself and
+// combines it with x_1 straight into dst, reading x_0 from `first_acc` (its
+// Input, or dst when dst already holds it): no copy into dst first. Each fetch
+// from q waits for q's signal; `after` orders the first write of dst. n >= 2.
+void reduce_in_rank_order(PlanBuilder& b, int r, Span at, Span own, Span first_acc, Span dst,
                           const std::vector<int>& waited, int after) {
   const int n = b.nranks();
   const auto wait_on = [&](int q) { return waited[static_cast<std::size_t>(q)]; };
-  int prev;
-  if (r == 0)
-    prev = dst_holds_own ? after : b.copy(r, own, dst, {after});
-  else
-    prev = b.get(r, 0, at, dst, {wait_on(0), after});
-  for (int q = 1; q < n; ++q)
+  int prev = r == 0 ? b.get_reduce(r, 1, at, first_acc, dst, {wait_on(1), after})
+                    : b.get(r, 0, at, dst, {wait_on(0), after});
+  for (int q = r == 0 ? 2 : 1; q < n; ++q)
     prev = q == r ? b.reduce(r, own, dst, {prev}) : b.get_reduce(r, q, at, dst, dst, {wait_on(q), prev});
 }
 
@@ -89,12 +87,7 @@ Plan oneshot_allreduce(const PlanArgs& args) {
   for (int r = 0; r < n; ++r) {
     const int copied = publish(b, r, in(0, c), everyone(n));
     const auto waited = wait_all(b, r);
-    const auto wait_on = [&](int q) { return waited[static_cast<std::size_t>(q)]; };
-    int prev = r == 0 ? b.get_reduce(r, 1, scratch(0, c), in(0, c), out(0, c), {wait_on(1), copied})
-                      : b.get(r, 0, scratch(0, c), out(0, c), {wait_on(0), copied});
-    for (int q = r == 0 ? 2 : 1; q < n; ++q)
-      prev = q == r ? b.reduce(r, scratch(0, c), out(0, c), {prev})
-                    : b.get_reduce(r, q, scratch(0, c), out(0, c), out(0, c), {wait_on(q), prev});
+    reduce_in_rank_order(b, r, scratch(0, c), scratch(0, c), in(0, c), out(0, c), waited, copied);
   }
   return b.finish();
 }
@@ -114,7 +107,7 @@ Plan oneshot_reducescatter(const PlanArgs& args) {
     const std::int64_t mine = static_cast<std::int64_t>(r) * c;
     publish(b, r, in(0, static_cast<std::int64_t>(n) * c), everyone(n));
     const auto waited = wait_all(b, r);
-    reduce_in_rank_order(b, r, scratch(mine, c), in(mine, c), out(0, c), false, waited, -1);
+    reduce_in_rank_order(b, r, scratch(mine, c), in(mine, c), in(mine, c), out(0, c), waited, -1);
   }
   return b.finish();
 }
@@ -169,7 +162,7 @@ Plan oneshot_reduce(const PlanArgs& args) {
     b.need_scratch(root, c);
     kept = b.copy(root, out(0, c), scratch(0, c));
   }
-  reduce_in_rank_order(b, root, scratch(0, c), scratch(0, c), out(0, c), true, waited, kept);
+  reduce_in_rank_order(b, root, scratch(0, c), scratch(0, c), out(0, c), out(0, c), waited, kept);
   for (int r = 0; r < n; ++r) {
     if (r == root) continue;
     publish(b, r, out(0, c), {root});

@@ -148,7 +148,7 @@ struct OneSidedRunner {
     const std::uint64_t need = call.ticket - 1;
     auto behind = [&] {
       for (int q = 0; q < w.size(); ++q)
-        if (q != w.me() && w.peer_completed(q) < need) return q;
+        if (q != w.me() && w.peer_completed(q, need) < need) return q;
       return -1;
     };
     int q = behind();

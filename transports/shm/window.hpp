@@ -98,7 +98,9 @@ class Window {
   // peer must have completed the call two before it: whatever plans ran in
   // between, nobody still reads that half.
   void completed(std::uint64_t calls);
-  std::uint64_t peer_completed(int peer);  // cached; reads the peer's line only when behind
+  // At least `need` if the peer has completed that many calls; reads the
+  // peer's line only when the last value seen is below `need`.
+  std::uint64_t peer_completed(int peer, std::uint64_t need);
 
   // --- scratch -----------------------------------------------------------------
   // This call's Scratch half (zero-size plans get nullptr); may move to a

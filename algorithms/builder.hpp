@@ -80,6 +80,10 @@ class PlanBuilder {
     s.acc = acc;
     return add(r, std::move(s));
   }
+  // peer's peer_dst (its Output or Scratch) = src (local).
+  int put(int r, int peer, Span src, Span peer_dst, Deps deps = {}) {
+    return add(r, make(StepKind::Put, peer, 0, src, peer_dst, std::move(deps)));
+  }
   // Marks the plan as one whose AllReduce/Reduce input is read from Input
   // (plan.hpp, Plan::reads_input).
   void reads_input() { plan_.reads_input = true; }

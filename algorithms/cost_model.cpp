@@ -34,14 +34,18 @@ class Simulator {
       events_.pop();
       const Step& s = step(e.rank, e.step);
       if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce || s.kind == StepKind::Get ||
-          s.kind == StepKind::GetReduce) {
-        const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get;
+          s.kind == StepKind::GetReduce || s.kind == StepKind::Put) {
+        const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get || s.kind == StepKind::Put;
         double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
-        if ((s.kind == StepKind::Get || s.kind == StepKind::GetReduce) && s.src.count) {
+        // The span in the peer's memory: a Get's source, a Put's destination.
+        // A Put is priced like a Get of the same bytes, on the writer's CPU.
+        const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce || s.kind == StepKind::Put;
+        const Span& theirs = s.kind == StepKind::Put ? s.dst : s.src;
+        if (remote && theirs.count) {
           // Hot only while every rank's share fits in cache (~8 MiB in all).
-          const bool hot = bytes(s.src.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
-          if (s.src.buf == Buf::Scratch) work *= hot ? c_.hot_read_factor : 1.0;
-          else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(s.src.count);
+          const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
+          if (theirs.buf == Buf::Scratch) work *= hot ? c_.hot_read_factor : 1.0;
+          else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(theirs.count);
         }
         if (!p_.one_sided) {
           complete(e.rank, e.step, e.time + work);
@@ -244,7 +248,7 @@ const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams&
   const Algorithm* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
   for (const Algorithm& alg : algorithms()) {
-    if (alg.coll != coll || (alg.supports && !alg.supports(a))) continue;
+    if (alg.coll != coll || !alg.automatic || (alg.supports && !alg.supports(a))) continue;
     const double t = predict_seconds(alg.build(a), params);
     if (!best || t < best_time) {
       best = &alg;

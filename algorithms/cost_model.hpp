@@ -14,9 +14,12 @@
 // One-sided plans: a Signal completes at once for its sender; the matching
 // Wait completes signal_s after the Signal or when the Wait becomes ready,
 // whichever is later. A Get costs copy*bytes, a GetReduce gamma*bytes (the
-// memory is mapped: a read of a peer's is a local read). Each rank has one
-// CPU: its Copy, Reduce, Get and GetReduce run one at a time, in order of
-// readiness. The prediction is the time the last step of any rank finishes.
+// memory is mapped: a read of a peer's is a local read), plus the peer
+// access terms below; a Put costs what a Get of the same bytes does (a write
+// into a peer's memory is the same copy the other way). Each rank has one
+// CPU: its Copy, Reduce, Get, GetReduce and Put run one at a time, in order
+// of readiness. The prediction is the time the last step of any rank
+// finishes.
 #pragma once
 
 #include <map>
@@ -33,15 +36,17 @@ struct CostParams {
   double gamma_s_per_byte = 0.105e-9; // combining one byte into another
   double copy_s_per_byte = 0.091e-9;  // local memcpy, per byte copied
   double signal_s = 0.15e-6;          // one-sided notification: Signal to its Wait
-  // A Get/GetReduce of a peer's Input or Output: unless the caller's buffer
-  // came from braid::mem_alloc (which no rank can know of the others) it is a
-  // process_vm_readv: a system call, plus pinning the peer's pages.
+  // A Get/GetReduce of a peer's Input or Output (a Put into its Output):
+  // unless the caller's buffer came from braid::mem_alloc (which no rank can
+  // know of the others) it is a process_vm_readv (writev): a system call,
+  // plus pinning the peer's pages.
   double peer_read_s = 0.0;
   double peer_read_s_per_byte = 0.0;
   // A Get/GetReduce of a peer's Scratch reads what that peer has just
   // written: while all ranks' shares fit in cache (8 MiB in all) it costs a
   // fraction of a cold copy (2 ranks: oneshot beat every other plan up to
-  // 4 MiB, bench/RESULTS.md section 9).
+  // 4 MiB, bench/RESULTS.md section 9). A Put into a peer's Scratch is
+  // priced by the same rule.
   double hot_read_factor = 1.0;
 };
 

@@ -42,6 +42,7 @@ Plan oneshot_allgather(const PlanArgs& args);
 Plan oneshot_broadcast(const PlanArgs& args);
 Plan oneshot_reduce(const PlanArgs& args);
 Plan twoshot_allreduce(const PlanArgs& args);
+Plan push_allreduce(const PlanArgs& args);
 Plan peer_read_reducescatter(const PlanArgs& args);
 Plan peer_read_allgather(const PlanArgs& args);
 Plan peer_read_broadcast(const PlanArgs& args);

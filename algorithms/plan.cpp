@@ -76,12 +76,14 @@ const char* step_kind_name(StepKind k) {
     case StepKind::Wait: return "wait";
     case StepKind::Get: return "get";
     case StepKind::GetReduce: return "get_reduce";
+    case StepKind::Put: return "put";
   }
   return "unknown";
 }
 
 bool is_one_sided(StepKind k) {
-  return k == StepKind::Signal || k == StepKind::Wait || k == StepKind::Get || k == StepKind::GetReduce;
+  return k == StepKind::Signal || k == StepKind::Wait || k == StepKind::Get || k == StepKind::GetReduce ||
+         k == StepKind::Put;
 }
 
 bool is_reduction(Collective c) {
@@ -160,6 +162,9 @@ std::string to_string(const Step& s) {
       break;
     case StepKind::GetReduce:
       line += fmt::format(" {} op {}@{} -> {}", span_text(s.acc), span_text(s.src), s.peer, span_text(s.dst));
+      break;
+    case StepKind::Put:  // the mirror of get: the peer's span carries the @
+      line += fmt::format(" {} -> {}@{}", span_text(s.src), span_text(s.dst), s.peer);
       break;
   }
   if (!s.deps.empty()) {

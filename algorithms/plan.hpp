@@ -45,7 +45,10 @@
 //   Wait       done once peer's Signal with the same slot has been issued;
 //   Get        dst = peer's src (src names a span of the PEER's buffers);
 //   GetReduce  dst = acc (op) peer's src; acc is a local span of dst's count
-//              (it may be dst itself, or Input to spare a copy).
+//              (it may be dst itself, or Input to spare a copy);
+//   Put        peer's dst = src (src is LOCAL, dst names a span of the
+//              PEER's Output or Scratch, never its Input): the write that
+//              lets one rank deliver a result to every rank in one pass.
 // Signal/Wait match like Send/Recv on (sender, receiver, slot). A plan uses
 // messages or one-sided steps, never both. Signals from one rank to one peer
 // must be ordered by deps, and so must that peer's Waits on it, in the same
@@ -54,11 +57,18 @@
 // through deps and Signal->Wait edges):
 //   - a peer's span is read only where every write of it by its owner is hb
 //     the read or the read is hb the write (no race across ranks);
-//   - a Get of a peer's Input or Output is hb some step of that peer, so the
-//     owner does not return (and let the caller reuse the buffer) before it;
-//   - a rank whose Scratch a peer reads must Wait on that peer somewhere in
-//     the plan: the runtime double-buffers Scratch across calls, and that
-//     Wait is what keeps call k+2 from overwriting what a peer reads in k.
+//   - a Put into a peer's span is ordered (hb one way or the other) with
+//     every step of that peer, and every other Get/GetReduce/Put of any
+//     rank, that reads or writes overlapping memory of the peer;
+//   - a Get/GetReduce/Put of a peer's memory has a Signal of that peer hb
+//     it (the peer has entered the call; its buffers are only valid then);
+//   - a Get of a peer's Input or Output, and a Put into a peer's Output or
+//     Scratch, is hb some step of that peer, so the owner does not return
+//     (and let the caller reuse the buffer) before it;
+//   - a rank whose Scratch a peer reads or writes must Wait on that peer
+//     somewhere in the plan: the runtime double-buffers Scratch across
+//     calls, and that Wait is what keeps call k+2 from touching what a peer
+//     still reads or writes in call k.
 // Peers' Scratch of one-sided plans lives in shared memory.
 #pragma once
 
@@ -95,8 +105,9 @@ struct Span {
   std::int64_t count = 0;   // elements
 };
 
-enum class StepKind : std::uint8_t { Send, Recv, RecvReduce, Copy, Reduce, Signal, Wait, Get, GetReduce };
-// Signal, Wait, Get, GetReduce
+// New kinds go at the end: the values are stable (runtimes switch on them).
+enum class StepKind : std::uint8_t { Send, Recv, RecvReduce, Copy, Reduce, Signal, Wait, Get, GetReduce, Put };
+// Signal, Wait, Get, GetReduce, Put
 bool is_one_sided(StepKind k);
 const char* step_kind_name(StepKind k);
 
@@ -104,8 +115,8 @@ struct Step {
   StepKind kind = StepKind::Send;
   int peer = -1;      // group rank; all kinds but Copy/Reduce
   std::int32_t slot = 0;  // message/signal id between (sender, receiver)
-  Span src;           // Send, Copy, Reduce; Get/GetReduce: the peer's span
-  Span dst;           // Recv, RecvReduce, Copy, Reduce, Get, GetReduce
+  Span src;           // Send, Copy, Reduce, Put; Get/GetReduce: the peer's span
+  Span dst;           // Recv, RecvReduce, Copy, Reduce, Get, GetReduce; Put: the peer's span
   Span acc;           // GetReduce only: the local operand (may equal dst)
   std::vector<std::int32_t> deps;
 };
@@ -122,6 +133,11 @@ struct Topology {
   // Every rank can map every other's memory (one host, shared-memory
   // transport): one-sided plans are possible. Their `supports` checks it.
   bool one_host = false;
+  // Plans on CUDA device memory: an index per group rank naming its GPU
+  // (ranks with equal indices share one). Empty: host memory, or unknown.
+  // Ranks sharing a GPU gain nothing from splitting device work between
+  // them (the GPU time-slices between processes, and each switch costs).
+  std::vector<int> device_of;
 };
 
 struct PlanArgs {

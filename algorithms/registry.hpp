@@ -16,6 +16,10 @@ struct Algorithm {
   // accepts; `supports` says which (nullptr = all).
   Plan (*build)(const PlanArgs& args);
   bool (*supports)(const PlanArgs& args);
+  // Offered by the automatic choice (false: only when named). The cost model
+  // prices steps one at a time; an algorithm whose gain is a fusion only
+  // some runtime makes would otherwise be picked on a tie.
+  bool automatic = true;
 };
 
 const std::vector<Algorithm>& algorithms();

@@ -275,9 +275,14 @@ class Verifier {
 
   void check_peer(int r, int i, int peer) const {
     if (peer < 0 || peer >= n_) reject("{}: peer {} is not a rank of the {}-rank group", at(r, i), peer, n_);
-    if (peer == r)
+    if (peer == r) {
+      const StepKind k = step(r, i).kind;
       reject("{}: {} itself", at(r, i),
-             is_one_sided(step(r, i).kind) ? "signals, waits on or reads from" : "sends to or receives from");
+             k == StepKind::Get || k == StepKind::GetReduce ? "reads from"
+             : k == StepKind::Put                           ? "writes to"
+             : is_one_sided(k)                              ? "signals or waits on"
+                                                            : "sends to or receives from");
+    }
   }
 
   // Whether two spans of one rank touch the same memory (Input and Output
@@ -340,6 +345,17 @@ class Verifier {
               reject("{}: operand and destination overlap without being the same span{}", at(r, i),
                      aliased_ ? " (input and output are the same memory in place)" : "");
           }
+          break;
+        case StepKind::Put:
+          check_peer(r, i, s.peer);
+          check_span(r, i, s.src, "source", false);
+          if (s.dst.buf == Buf::Input)
+            reject("{}: writes rank {}'s input; a Put may not write a peer's Input (it is the caller's read-only "
+                   "buffer): write its Output or Scratch",
+                   at(r, i), s.peer);
+          check_span(r, i, s.dst, "peer destination", true, s.peer);
+          if (s.src.count != s.dst.count)
+            reject("{}: writes {} elements into rank {}'s {} elements", at(r, i), s.src.count, s.peer, s.dst.count);
           break;
         default:
           reject("rank {} step {}: unknown step kind {}", r, i, static_cast<int>(s.kind));
@@ -509,6 +525,7 @@ class Verifier {
           add(s.dst, true);
           break;
         case StepKind::Get: add(s.dst, true); break;  // its source is the peer's memory
+        case StepKind::Put: add(s.src, false); break;  // its destination is the peer's memory
         case StepKind::GetReduce:
           if (!same_memory(s.acc, s.dst)) add(s.acc, false);  // acc == dst: the write covers the read
           add(s.dst, true);
@@ -725,14 +742,63 @@ class Verifier {
     return false;
   }
 
-  // The cross-rank rules of plan.hpp, for every Get/GetReduce (g on rank r
-  // reading span S of rank p).
+  // One step's access to one rank's memory: for the cross-rank rules.
+  struct MemAccess {
+    Loc at;
+    Span span;  // in the memory of the rank whose list holds it
+    bool writes;
+  };
+
+  // The memory each rank's own steps touch (local[p]) and the memory of p
+  // that other ranks' Get/GetReduce/Put touch (remote[p]).
+  void collect_accesses(std::vector<std::vector<MemAccess>>& local, std::vector<std::vector<MemAccess>>& remote) const {
+    local.assign(static_cast<std::size_t>(n_), {});
+    remote.assign(static_cast<std::size_t>(n_), {});
+    for (int r = 0; r < n_; ++r)
+      for (int i = 0; i < nsteps(r); ++i) {
+        const Step& s = step(r, i);
+        auto& mine = local[static_cast<std::size_t>(r)];
+        auto add = [&](const Span& sp, bool writes) { mine.push_back({{r, i}, sp, writes}); };
+        switch (s.kind) {
+          case StepKind::Copy:
+          case StepKind::Reduce:
+            if (!same_memory(s.src, s.dst)) add(s.src, false);
+            add(s.dst, true);
+            break;
+          case StepKind::Get: add(s.dst, true); break;
+          case StepKind::GetReduce:
+            if (!same_memory(s.acc, s.dst)) add(s.acc, false);
+            add(s.dst, true);
+            break;
+          case StepKind::Put: add(s.src, false); break;
+          default: break;  // messages never meet one-sided steps; signals touch no data
+        }
+        if (s.kind == StepKind::Get || s.kind == StepKind::GetReduce)
+          remote[static_cast<std::size_t>(s.peer)].push_back({{r, i}, s.src, false});
+        if (s.kind == StepKind::Put) remote[static_cast<std::size_t>(s.peer)].push_back({{r, i}, s.dst, true});
+      }
+  }
+
+  // x and y touch overlapping memory of rank p, one writes, and neither is hb
+  // the other: the value seen (or left behind) depends on timing.
+  void check_ordered(int p, const MemAccess& x, const MemAccess& y) const {
+    if (!(x.writes || y.writes) || !overlap(x.span, y.span) || hb(x.at, y.at) || hb(y.at, x.at)) return;
+    const i64 lo = std::max(x.span.offset, y.span.offset);
+    const i64 hi = std::min(x.span.offset + x.span.count, y.span.offset + y.span.count);
+    reject("race across ranks: {} {} rank {}'s {}[{}..{}) while {} {} it, and neither happens before the other (no "
+           "chain of deps and signal->wait between them)",
+           at(x.at.rank, x.at.step), x.writes ? "writes" : "reads", p, buf_name(phys(x.span.buf)), lo, hi,
+           at(y.at.rank, y.at.step), y.writes ? "writes" : "reads");
+  }
+
+  // The cross-rank rules of plan.hpp, for every step g on rank r that reads
+  // (Get/GetReduce) or writes (Put) span S of its peer p.
   void check_cross_rank() {
     for (int r = 0; r < n_; ++r) local_closure(r);
     build_hb();
     if (!hb_complete_) return;  // a cycle: execute() names the deadlock
     const std::size_t W = sig_words();
-    // Signals hb some step of each rank: "the read is hb some step of p".
+    // Signals hb some step of each rank: "the access is hb some step of p".
     std::vector<std::uint64_t> seen_by(static_cast<std::size_t>(n_) * W, 0);
     std::vector<char> waits_on(static_cast<std::size_t>(n_) * static_cast<std::size_t>(n_), 0);
     for (int p = 0; p < n_; ++p)
@@ -742,42 +808,49 @@ class Verifier {
         if (step(p, i).kind == StepKind::Wait)
           waits_on[static_cast<std::size_t>(p) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(step(p, i).peer)] = 1;
       }
+    std::vector<std::vector<MemAccess>> local, remote;
+    collect_accesses(local, remote);
     for (int r = 0; r < n_; ++r)
       for (int i = 0; i < nsteps(r); ++i) {
         const Step& g = step(r, i);
-        if (g.kind != StepKind::Get && g.kind != StepKind::GetReduce) continue;
+        const bool writes = g.kind == StepKind::Put;
+        if (g.kind != StepKind::Get && g.kind != StepKind::GetReduce && !writes) continue;
         const int p = g.peer;
-        const Span& S = g.src;
+        const Span& S = writes ? g.dst : g.src;
+        const MemAccess mine{{r, i}, S, writes};
         const std::string where = fmt::format("rank {}'s {}[{}..{})", p, buf_name(S.buf), S.offset, S.offset + S.count);
-        // (a) every write of the span by its owner is ordered with the read.
-        for (int j = 0; j < nsteps(p); ++j) {
-          const Step& w = step(p, j);
-          if (w.kind != StepKind::Copy && w.kind != StepKind::Reduce && w.kind != StepKind::Get &&
-              w.kind != StepKind::GetReduce)
-            continue;
-          if (!overlap(S, w.dst) || hb({p, j}, {r, i}) || hb({r, i}, {p, j})) continue;
-          const i64 lo = std::max(S.offset, w.dst.offset), hi = std::min(S.offset + S.count, w.dst.offset + w.dst.count);
-          reject("race across ranks: {} reads rank {}'s {}[{}..{}) while {} writes it, and neither happens "
-                 "before the other (no chain of deps and signal->wait between them)",
-                 at(r, i), p, buf_name(phys(S.buf)), lo, hi, at(p, j));
-        }
+        // (a) every step of the owner touching the span is ordered with the
+        // access where either writes; a write is also ordered with every
+        // other Get/GetReduce/Put of that memory, by any rank (a read meets
+        // the writes of other ranks from their side).
+        for (const MemAccess& y : local[static_cast<std::size_t>(p)]) check_ordered(p, mine, y);
+        if (writes)
+          for (const MemAccess& y : remote[static_cast<std::size_t>(p)])
+            if (y.at.rank != r || y.at.step != i) check_ordered(p, mine, y);
         if (S.count == 0) continue;
+        const char* verb = writes ? "writes" : "reads";
         // The owner must have entered the call: its buffers are only valid then.
         const std::uint64_t* before = signals_before(flat(r, i));
         bool started = false;
         for (std::size_t w = sig_word0_[static_cast<std::size_t>(p)]; w < sig_word0_[static_cast<std::size_t>(p) + 1]; ++w)
           started |= before[w] != 0;
         if (!started)
-          reject("{}: reads {} with no signal from rank {} before it: the read may run before rank {} has "
+          reject("{}: {} {} with no signal from rank {} before it: the {} may run before rank {} has "
                  "entered the call (Wait on it first)",
-                 at(r, i), where, p, p);
-        // (b) a read of Input/Output is hb some step of the owner, so the
-        // owner cannot return and let the caller reuse the buffer first.
-        if (S.buf != Buf::Scratch) {
+                 at(r, i), verb, where, p, writes ? "write" : "read", p);
+        // (b) a read of Input/Output, and any write, is hb some step of the
+        // owner: the owner cannot return (and let the caller reuse the
+        // buffer, or read a result that has not landed) first.
+        if (writes || S.buf != Buf::Scratch) {
           const std::uint64_t* after = signals_after(r, i);
           const std::uint64_t* seen_by_p = &seen_by[static_cast<std::size_t>(p) * W + sig_word0_[static_cast<std::size_t>(r)]];
           bool seen = false;
           for (std::size_t w = 0; w < rank_sig_words(r); ++w) seen |= (after[w] & seen_by_p[w]) != 0;
+          if (!seen && writes)
+            reject("{}: writes {}, but no step of rank {} waits for the write (directly or through other ranks): "
+                   "rank {} may return before it has landed; add an exit round (signal rank {} after the write, "
+                   "and let it wait)",
+                   at(r, i), where, p, p, p);
           if (!seen)
             reject("{}: reads {}, but no step of rank {} waits for the read (directly or through other ranks): "
                    "rank {} may return and reuse its buffer while the read is in flight; add an exit round "
@@ -785,11 +858,11 @@ class Verifier {
                    at(r, i), where, p, p, p);
         }
         // (c) Scratch is double-buffered across calls: the owner's wait on
-        // the reader keeps call k+2 from overwriting what call k reads.
+        // the accessor keeps call k+2 from reusing what call k touches.
         if (S.buf == Buf::Scratch && !waits_on[static_cast<std::size_t>(p) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(r)])
-          reject("{}: reads {}, but rank {} never waits on rank {}: scratch is double-buffered across calls, so "
-                 "without such a wait rank {} could overwrite it two calls later while the read is in flight",
-                 at(r, i), where, p, r, p);
+          reject("{}: {} {}, but rank {} never waits on rank {}: scratch is double-buffered across calls, so "
+                 "without such a wait rank {} could reuse it two calls later while the {} is in flight",
+                 at(r, i), verb, where, p, r, p, writes ? "write" : "read");
       }
   }
 
@@ -878,7 +951,8 @@ class Verifier {
   }
 
   // Copy, Reduce, and the one-sided steps but Wait: a Get reads the peer's
-  // current values (the cross-rank rules made them the only possible ones).
+  // current values and a Put sets them (the cross-rank rules made these the
+  // only possible ones).
   void run_local(int r, int i) {
     const Step& s = step(r, i);
     know(r, i) = deps_knowledge(r, i);
@@ -887,7 +961,7 @@ class Verifier {
     Values v = read_written(r, i, s.src, remote ? s.peer : -1);
     if (s.kind == StepKind::Reduce) v = combine(r, i, s.dst, v);
     if (s.kind == StepKind::GetReduce) v = combine(r, i, s.acc, v);
-    buffer(r, s.dst.buf).write(s.dst.offset, v);
+    buffer(s.kind == StepKind::Put ? s.peer : r, s.dst.buf).write(s.dst.offset, v);
   }
 
   // A Wait whose Signal was issued: it learns what the signaller knew.

@@ -25,26 +25,31 @@
 //     (Plan::one_sided); every Signal meets exactly one Wait with the same
 //     (sender, receiver, slot); a Get/GetReduce source lies in the PEER's
 //     buffer, its destination and operand (acc) in its own, all of one count,
-//     with acc either exactly dst or not overlapping it; each rank's signals
+//     with acc either exactly dst or not overlapping it; a Put's source lies
+//     in its own buffers and its destination in the PEER's Output or Scratch
+//     (never Input; sized as that peer's), of one count; each rank's signals
 //     to one peer, and its waits on one peer, are ordered by deps in slot
 //     order (the runtime counts signals instead of tagging them);
 //  2'. races: within a rank as above (a Get writes dst, a GetReduce also
-//     reads acc); across ranks, with happens-before = deps plus
-//     Signal -> Wait: every write by the owner of a span a peer reads is
-//     ordered with that read; the owner has signalled (it entered the call)
-//     before any read of its memory; a read of a peer's Input/Output happens
-//     before some step of that peer (it cannot return and reuse the buffer
-//     first); a peer whose Scratch is read waits on the reader somewhere
-//     (Scratch is double-buffered across calls);
+//     reads acc, a Put reads src); across ranks, with happens-before = deps
+//     plus Signal -> Wait: a Get/GetReduce of a span of peer p is ordered
+//     with every step of p that writes it; a Put into it is ordered with
+//     every step of p that reads or writes it and with every other access
+//     (Get/GetReduce/Put, by any rank) to it; p has signalled (it entered
+//     the call) before any access to its memory; a read of p's Input/Output,
+//     and any write into p, happens before some step of p (p cannot return,
+//     and reuse the buffer or hand back a result, first); a p whose Scratch
+//     is read or written waits on that rank somewhere (Scratch is
+//     double-buffered across calls);
 //  3'. semantics: a Wait runs once its Signal was issued, a Get copies the
-//     peer's current values (2' makes them the only possible ones), a
-//     GetReduce combines like RecvReduce; a Wait whose Signal can never be
-//     issued is a deadlock.
+//     peer's current values and a Put sets them (2' makes these the only
+//     possible ones), a GetReduce combines like RecvReduce; a Wait whose
+//     Signal can never be issued is a deadlock.
 // A reads_input plan (AllReduce/Reduce reading Input[count]) is verified
 // twice: with Input and Output distinct, then in place, with every Input
-// span being the Output span at the same offset (writes to Output change
-// what Input reads return; 2' treats them as one buffer); both must pass,
-// and a failure of the second says "in place".
+// span being the Output span at the same offset (writes to Output, a peer's
+// Put included, change what Input reads return; 2' treats them as one
+// buffer); both must pass, and a failure of the second says "in place".
 //
 // Cost is independent of `count`: buffers are kept as runs of consecutive
 // values, so a 1M-element plan verifies as fast as a 1K one with the same

@@ -73,7 +73,7 @@ TEST_CASE("the one-sided algorithms are registered, and only for one host", "[on
   for (const char* want : {"allreduce:oneshot", "allreduce:twoshot", "reducescatter:oneshot",
                            "reducescatter:peer_read", "allgather:oneshot", "allgather:peer_read", "broadcast:oneshot",
                            "broadcast:peer_read", "reduce:oneshot", "reduce:peer_read", "gather:peer_read",
-                           "scatter:peer_read", "alltoall:peer_read", "barrier:signal"}) {
+                           "scatter:peer_read", "alltoall:peer_read", "barrier:signal", "allreduce:push"}) {
     INFO(want);
     CHECK(names.count(want) == 1);
   }
@@ -96,7 +96,7 @@ TEST_CASE("the one-sided algorithms are registered, and only for one host", "[on
 
 TEST_CASE("every one-sided algorithm verifies over sizes, roots and counts", "[one_sided][verify]") {
   const auto algs = one_sided_algorithms();
-  REQUIRE(algs.size() >= 14);
+  REQUIRE(algs.size() >= 15);
   std::vector<std::string> failures;
   int plans = 0;
   for (const Algorithm* alg : algs) {
@@ -144,11 +144,70 @@ TEST_CASE("every one-sided algorithm verifies over sizes, roots and counts", "[o
   CHECK(failures.empty());
 }
 
-// Mutations of the real plans: dropping any read of a peer loses data, and
-// dropping any signal (with its wait) loses an ordering the plan needs. The
-// verifier must catch every one.
-TEST_CASE("dropping any one read or signal of a one-sided algorithm is caught", "[one_sided][verify]") {
-  int mutants = 0;
+// push moves data with Put, the write into a peer: every group size the
+// verifier takes, the counts around the block size, both ways (reads_input
+// plans are verified out of place and in place).
+TEST_CASE("push all-reduce verifies at 1..64 ranks", "[one_sided][verify][push]") {
+  const Algorithm* push = find_algorithm(Collective::AllReduce, "push");
+  REQUIRE(push != nullptr);
+  std::vector<std::string> failures;
+  for (int n = 1; n <= 64; ++n)
+    for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{n - 1}, std::int64_t{n},
+                               std::int64_t{1000}}) {
+      const PlanArgs args = host_args(Collective::AllReduce, n, count);
+      REQUIRE(push->supports(args));
+      const Plan plan = push->build(args);
+      REQUIRE(plan.reads_input);
+      if (n > 1 && count > 0) {
+        REQUIRE(plan.one_sided);
+        // Every rank with a block delivers it to every peer with a Put.
+        int puts = 0;
+        for (const RankPlan& rp : plan.ranks)
+          for (const Step& st : rp.steps) puts += st.kind == StepKind::Put;
+        CHECK(puts == std::min<std::int64_t>(count, n) * (n - 1));
+      }
+      const VerifyResult r = verify(plan);
+      if (!r.ok) failures.push_back(r.error);
+    }
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) FAIL_CHECK(failures[i]);
+  CHECK(failures.empty());
+}
+
+// Ranks sharing a GPU (Topology::device_of): only the first rank on each GPU
+// owns blocks, so one process per GPU does all of that GPU's device work. All
+// on one GPU, several GPUs of equal and unequal share, interleaved; verified
+// both ways like every reads_input plan.
+TEST_CASE("push gives the blocks to one rank per GPU", "[one_sided][verify][push]") {
+  const Algorithm* push = find_algorithm(Collective::AllReduce, "push");
+  REQUIRE(push != nullptr);
+  std::vector<std::string> failures;
+  for (int n = 2; n <= 9; ++n)
+    for (int gpus : {1, 2, 3})
+      for (std::int64_t count : {std::int64_t{1}, std::int64_t{n}, std::int64_t{1000}}) {
+        PlanArgs args = host_args(Collective::AllReduce, n, count);
+        args.topology.device_of.resize(static_cast<std::size_t>(n));
+        for (int r = 0; r < n; ++r) args.topology.device_of[static_cast<std::size_t>(r)] = r % gpus;
+        const Plan plan = push->build(args);
+        // Ranks 0..gpus-1 are each the first on their GPU; nobody else reduces or puts.
+        for (int r = 0; r < n; ++r) {
+          int data_steps = 0;
+          for (const Step& st : plan.ranks[static_cast<std::size_t>(r)].steps)
+            data_steps += st.kind == StepKind::Put || st.kind == StepKind::GetReduce;
+          if (r >= gpus) CHECK(data_steps == 0);
+          else if (count >= gpus) CHECK(data_steps == 2 * (n - 1));
+        }
+        const VerifyResult v = verify(plan);
+        if (!v.ok) failures.push_back(fmt::format("n={} gpus={} count={}: {}", n, gpus, count, v.error));
+      }
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) FAIL_CHECK(failures[i]);
+  CHECK(failures.empty());
+}
+
+// Mutations of the real plans: dropping any read of a peer or write into one
+// loses data, and dropping any signal (with its wait) loses an ordering the
+// plan needs. The verifier must catch every one.
+TEST_CASE("dropping any one read, write or signal of a one-sided algorithm is caught", "[one_sided][verify]") {
+  int mutants = 0, puts = 0;
   for (const Algorithm* alg : one_sided_algorithms()) {
     for (int n : {2, 5, 8}) {
       const auto args = host_args(alg->coll, n, alg->coll == Collective::Barrier ? 0 : 2 * n + 3, 1 % n);
@@ -159,7 +218,9 @@ TEST_CASE("dropping any one read or signal of a one-sided algorithm is caught", 
         for (std::size_t i = 0; i < steps.size(); ++i) {
           const Step& s = steps[i];
           const bool read = (s.kind == StepKind::Get || s.kind == StepKind::GetReduce) && s.src.count > 0;
-          if (!read && s.kind != StepKind::Signal) continue;
+          const bool write = s.kind == StepKind::Put && s.dst.count > 0;
+          if (!read && !write && s.kind != StepKind::Signal) continue;
+          puts += write;
           Plan m = plan;
           neuter(m.ranks[static_cast<std::size_t>(r)].steps[i]);
           if (s.kind == StepKind::Signal)
@@ -174,6 +235,7 @@ TEST_CASE("dropping any one read or signal of a one-sided algorithm is caught", 
     }
   }
   CHECK(mutants > 100);
+  CHECK(puts > 10);
 }
 
 // ---- the verifier catches broken one-sided plans ---------------------------
@@ -363,6 +425,223 @@ TEST_CASE("one-sided: the wrong value is caught by the symbolic run", "[one_side
   CHECK_THAT(e, Catch::Contains("twice"));
 }
 
+// ---- Put: writes into a peer's memory -------------------------------------
+
+// Broadcast on 2 ranks by Put: the root writes its Output into rank 1's.
+// `exit`: rank 1 waits for the root's "written" signal; `copy_after_exit`:
+// rank 1 then copies its Output to Scratch, after that wait or (false)
+// unordered with the write.
+Plan put_broadcast(bool exit, bool copy_after_exit) {
+  PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "put");
+  b.signal(1, 0);
+  const int put = b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)});
+  if (!exit) return b.finish();
+  b.signal(0, 1, {put});
+  const int landed = b.wait(1, 0);
+  b.need_scratch(1, 4);
+  b.copy(1, out(0, 4), scratch(0, 4), {copy_after_exit ? landed : -1});
+  return b.finish();
+}
+
+TEST_CASE("put: a correct plan is accepted and printed with the peer on the destination", "[one_sided][put]") {
+  const Plan p = put_broadcast(true, true);
+  CHECK(p.one_sided);
+  const VerifyResult v = verify(p);
+  CHECK(v.error == "");
+  CHECK(v.ok);
+  CHECK(std::string(step_kind_name(StepKind::Put)) == "put");
+  CHECK(is_one_sided(StepKind::Put));
+  const std::string text = to_string(p);
+  CHECK_THAT(text, Catch::Contains("put         out[0..4) -> out[0..4)@1"));
+}
+
+TEST_CASE("put: racing the owner's read of the memory it writes", "[one_sided][put][negative]") {
+  const std::string e = rejection(put_broadcast(true, false));
+  CHECK_THAT(e, Catch::Contains("race across ranks"));
+  CHECK_THAT(e, Catch::Contains("(put out[0..4) -> out[0..4)@1 after 0) writes rank 1's out[0..4)"));
+  CHECK_THAT(e, Catch::Contains("(copy out[0..4) -> scratch[0..4)) reads it"));
+}
+
+TEST_CASE("put: racing another rank's Get of the same memory", "[one_sided][put][negative]") {
+  // The root writes rank 1's Output; rank 2 relays it from there. Correct
+  // when rank 1 tells rank 2 only once the root's write has landed; broken
+  // when its one signal to rank 2 is the entry one.
+  for (bool relay_after_write : {true, false}) {
+    PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
+    b.signal(1, 0);
+    const int put = b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)});
+    b.signal(0, 1, {put});
+    const int landed = b.wait(1, 0);
+    b.signal(1, 2, {relay_after_write ? landed : -1});
+    const int got = b.get(2, 1, out(0, 4), out(0, 4), {b.wait(2, 1)});
+    b.signal(2, 1, {got});
+    b.wait(1, 2);
+    const Plan p = b.finish();
+    INFO(to_string(p));
+    if (relay_after_write) {
+      CHECK(verify(p).error == "");
+      continue;
+    }
+    const std::string e = rejection(p);
+    CHECK_THAT(e, Catch::Contains("race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes "
+                                  "rank 1's out[0..4) while rank 2 step 1 (get out[0..4)@1 -> out[0..4) after 0) "
+                                  "reads it"));
+  }
+}
+
+TEST_CASE("put: racing the owner's own Put of the memory it writes", "[one_sided][put][negative]") {
+  // A relay: the root writes rank 1's Output, rank 1 writes it on into rank
+  // 2's. Rank 1's Put reads what the root's writes, so it must wait for the
+  // root's "written" signal first.
+  for (bool relay_after_write : {true, false}) {
+    PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
+    b.signal(1, 0);
+    b.signal(0, 1, {b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)})});
+    const int landed = b.wait(1, 0);
+    b.signal(2, 1);
+    const int relayed = b.put(1, 2, out(0, 4), out(0, 4), {b.wait(1, 2), relay_after_write ? landed : -1});
+    b.signal(1, 2, {relayed});
+    b.wait(2, 1);
+    const Plan p = b.finish();
+    INFO(to_string(p));
+    if (relay_after_write) {
+      CHECK(verify(p).error == "");
+      continue;
+    }
+    const std::string e = rejection(p);
+    CHECK_THAT(e, Catch::Contains("race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes "
+                                  "rank 1's out[0..4) while rank 1 step 3 (put out[0..4) -> out[0..4)@2 after 2) "
+                                  "reads it"));
+  }
+}
+
+TEST_CASE("put: a write the owner never waits for", "[one_sided][put][negative]") {
+  // The result would be right, but rank 1 may return (and its caller read
+  // Output) before the write has landed.
+  const std::string e = rejection(put_broadcast(false, false));
+  CHECK_THAT(e, Catch::Contains("writes rank 1's out[0..4), but no step of rank 1 waits for the write"));
+  CHECK_THAT(e, Catch::Contains("exit round"));
+  // Into Scratch as well: rank 1 waits on rank 0, but only on a signal
+  // issued before the write.
+  PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "put");
+  b.need_scratch(1, 4);
+  b.signal(1, 0);
+  b.wait(1, 0);
+  b.signal(0, 1);
+  b.put(0, 1, out(0, 4), scratch(0, 4), {b.wait(0, 1)});
+  CHECK_THAT(rejection(b.finish()), Catch::Contains("writes rank 1's scratch[0..4), but no step of rank 1 waits for the write"));
+}
+
+TEST_CASE("put: writing a peer's Scratch without that peer waiting on the writer", "[one_sided][put][negative]") {
+  // The root writes rank 1's Scratch and tells it through rank 2: the data
+  // arrives in order, but rank 1 never waits on rank 0, so rank 0 could be
+  // two calls ahead, writing the Scratch buffer rank 1 is reading.
+  for (bool waits_on_writer : {true, false}) {
+    PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
+    b.need_scratch(1, 4);
+    const int entered1 = b.wait(0, 1), entered2 = b.wait(0, 2);
+    const int to1 = b.put(0, 1, out(0, 4), scratch(0, 4), {entered1});
+    const int to2 = b.put(0, 2, out(0, 4), out(0, 4), {entered2});
+    b.signal(0, 2, {to1, to2});
+    b.signal(1, 0);
+    b.signal(2, 0);
+    b.signal(2, 1, {b.wait(2, 0)});
+    int relayed = b.wait(1, 2);
+    if (waits_on_writer) {
+      b.signal(0, 1, {to1});
+      relayed = b.wait(1, 0, {relayed});
+    }
+    b.copy(1, scratch(0, 4), out(0, 4), {relayed});
+    const Plan p = b.finish();
+    INFO(to_string(p));
+    if (waits_on_writer) {
+      CHECK(verify(p).error == "");
+      continue;
+    }
+    const std::string e = rejection(p);
+    CHECK_THAT(e, Catch::Contains("writes rank 1's scratch[0..4), but rank 1 never waits on rank 0"));
+    CHECK_THAT(e, Catch::Contains("double-buffered"));
+  }
+}
+
+TEST_CASE("put: a race that exists only in place", "[one_sided][put][negative]") {
+  // All-reduce on 2 ranks reading Input: rank 0 reduces both contributions
+  // and Puts the sum into rank 1's Output, while rank 1 keeps a copy of its
+  // Input. Out of place Input and Output are apart; in place the Put
+  // overwrites the Input rank 1 is copying.
+  PlanBuilder b(host_args(Collective::AllReduce, 2, 4), "put");
+  b.reads_input();
+  b.need_scratch(1, 4);
+  b.signal(1, 0);
+  b.copy(1, in(0, 4), scratch(0, 4));
+  const int sum = b.get_reduce(0, 1, in(0, 4), in(0, 4), out(0, 4), {b.wait(0, 1)});
+  b.signal(0, 1, {b.put(0, 1, out(0, 4), out(0, 4), {sum})});
+  b.wait(1, 0);
+  const std::string e = rejection(b.finish());
+  CHECK_THAT(e, Catch::Contains("in place: input and output are the same memory"));
+  CHECK_THAT(e, Catch::Contains("race across ranks"));
+  CHECK_THAT(e, Catch::Contains("writes rank 1's out[0..4) while rank 1 step 1 (copy in[0..4) -> scratch[0..4)) reads it"));
+}
+
+TEST_CASE("put: structural mistakes", "[one_sided][put][negative]") {
+  SECTION("into a peer's Input") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.signal(1, 0);
+    b.put(0, 1, in(0, 4), in(0, 4), {b.wait(0, 1)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("a Put may not write a peer's Input"));
+  }
+  SECTION("past the end of the peer's Output, which is smaller than the writer's") {
+    PlanBuilder b(host_args(Collective::Gather, 2, 4), "broken");  // only the root has an Output
+    b.signal(1, 0);
+    b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("outside the buffer, which has 0 elements on rank 1"));
+  }
+  SECTION("past the end of the peer's Scratch") {
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+    b.need_scratch(0, 4);
+    b.need_scratch(1, 2);
+    b.signal(1, 0);
+    b.put(0, 1, out(0, 4), scratch(0, 4), {b.wait(0, 1)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("outside the buffer, which has 2 elements on rank 1"));
+  }
+  SECTION("a source outside the writer's buffers") {
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+    b.signal(1, 0);
+    b.put(0, 1, out(2, 4), out(0, 4), {b.wait(0, 1)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("outside the buffer, which has 4 elements on rank 0"));
+  }
+  SECTION("counts differ") {
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+    b.signal(1, 0);
+    b.put(0, 1, out(0, 4), out(0, 2), {b.wait(0, 1)});
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("writes 4 elements into rank 1's 2 elements"));
+  }
+  SECTION("writing itself") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.put(0, 0, in(0, 4), out(4, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("writes to itself"));
+  }
+  SECTION("writing a peer before it has entered the call") {
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+    b.signal(0, 1, {b.put(0, 1, out(0, 4), out(0, 4))});
+    b.wait(1, 0);
+    CHECK_THAT(rejection(b.finish()),
+               Catch::Contains("writes rank 1's out[0..4) with no signal from rank 1 before it"));
+  }
+}
+
+TEST_CASE("put: push with a Put into the wrong block is caught", "[one_sided][put][negative]") {
+  const Algorithm* push = find_algorithm(Collective::AllReduce, "push");
+  REQUIRE(push != nullptr);
+  Plan p = push->build(host_args(Collective::AllReduce, 3, 6));
+  REQUIRE(verify(p).ok);
+  for (Step& s : p.ranks[0].steps)
+    if (s.kind == StepKind::Put && s.peer == 1) s.dst.offset = 2;  // rank 1's own block
+  const std::string e = rejection(p);
+  CHECK_THAT(e, Catch::Contains("race across ranks"));
+  CHECK_THAT(e, Catch::Contains("writes rank 1's out[2..4)"));
+}
+
 // ---- cost model ------------------------------------------------------------
 
 TEST_CASE("cost model: one-sided steps", "[one_sided][cost]") {
@@ -397,6 +676,31 @@ TEST_CASE("cost model: one-sided steps", "[one_sided][cost]") {
   }
 }
 
+TEST_CASE("cost model: a Put costs what a Get of the same bytes does", "[one_sided][cost][put]") {
+  CostParams c{1e-6, 1e-9, 0.5e-9, 0.25e-9, 0.2e-6, 3e-6, 0.125e-9, 0.5};
+  // Rank 0 moves 100 floats between its Output and rank 1's `theirs`, by
+  // Get (`pull`) or Put; the same signals either way.
+  auto moved = [&](bool pull, Buf theirs, std::int64_t count) {
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 1000, 0, 4), "t");
+    b.need_scratch(1, 1000);
+    b.signal(1, 0);
+    const Span peer{theirs, 0, count};
+    const int w = b.wait(0, 1);
+    const int moved_step = pull ? b.get(0, 1, peer, out(0, count), {w}) : b.put(0, 1, out(0, count), peer, {w});
+    b.signal(0, 1, {moved_step});
+    b.wait(1, 0);
+    return predict_seconds(b.finish(), c);
+  };
+  for (Buf theirs : {Buf::Output, Buf::Scratch}) {
+    INFO((theirs == Buf::Output ? "output" : "scratch"));
+    CHECK(moved(false, theirs, 100) == Approx(moved(true, theirs, 100)));
+    CHECK(moved(false, theirs, 1000) == Approx(moved(true, theirs, 1000)));
+  }
+  // The numbers themselves: two signals, and the copy plus the peer access.
+  CHECK(moved(false, Buf::Output, 100) == Approx(2 * 0.2e-6 + 400 * 0.25e-9 + 3e-6 + 400 * 0.125e-9));
+  CHECK(moved(false, Buf::Scratch, 100) == Approx(2 * 0.2e-6 + 400 * 0.25e-9 * 0.5));  // hot: in cache
+}
+
 TEST_CASE("cost model: one-sided plans never cost less for more bytes", "[one_sided][cost]") {
   for (const Algorithm* a : one_sided_algorithms()) {
     for (int n : {2, 3, 8}) {
@@ -412,6 +716,21 @@ TEST_CASE("cost model: one-sided plans never cost less for more bytes", "[one_si
       }
     }
   }
+}
+
+// push does twoshot's work (Put priced as the Get it replaces) in one signal
+// round fewer: that, and only that, is what makes it the choice where
+// twoshot was.
+TEST_CASE("cost model: push is twoshot less one signal round", "[one_sided][cost][push]") {
+  for (int n : {2, 4, 8})
+    for (std::int64_t bytes : {std::int64_t{16} << 20, std::int64_t{256} << 20}) {
+      const auto args = host_args(Collective::AllReduce, n, bytes / 4);
+      const double push = predict_seconds(find_algorithm(Collective::AllReduce, "push")->build(args), kSharedMemory);
+      const double twoshot =
+          predict_seconds(find_algorithm(Collective::AllReduce, "twoshot")->build(args), kSharedMemory);
+      INFO(fmt::format("n={} bytes={}: push {} us, twoshot {} us", n, bytes, push * 1e6, twoshot * 1e6));
+      CHECK(twoshot - push == Approx(kSharedMemory.signal_s).epsilon(0.01));
+    }
 }
 
 TEST_CASE("choose on one host: oneshot while it is cheap, not for large data on many ranks", "[one_sided][cost]") {

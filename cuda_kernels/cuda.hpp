@@ -89,6 +89,9 @@ class DeviceGuard {
 
 // The device's name, e.g. "NVIDIA H100 80GB HBM3", for logs and reports.
 std::string device_name(int device);
+// The device's PCI bus id ("0000:65:00.0"): the same string in every process
+// on the host that uses that GPU, whatever its CUDA_VISIBLE_DEVICES.
+std::string pci_bus_id(int device);
 
 // Streaming multiprocessors of a device (what the kernels' grids are sized
 // from); read once per device and cached.
@@ -103,6 +106,14 @@ void reduce_into(void* dst, const void* src, std::int64_t count, DType dt, Reduc
 // dst[i] = a[i] op b[i]; dst may be a or b (or both).
 void reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType dt,
              ReduceOp op, void* stream);
+
+// One pass over `count` elements: acc = srcs[0] op srcs[1] op ... (in that
+// order, one rounding per step), stored to every dsts[j]. 1..8 of each
+// (kMaxFanPointers); any may be a peer's memory opened with ipc_open, and a
+// destination may also be a source. With one source it copies to every
+// destination.
+void reduce_fan(void* const* dsts, int ndst, const void* const* srcs, int nsrc, std::int64_t count,
+                DType dt, ReduceOp op, void* stream);
 
 // data[i] /= divisor, Avg's final step. Floating dtypes only, divisor >= 1.
 void scale_avg(void* data, std::int64_t count, DType dt, int divisor, void* stream);
@@ -180,7 +191,8 @@ class PinnedBuffer {
 // allocation with ipc_open(handle), once per process: the mapping is cached,
 // keyed by the handle's bytes, and later opens of the same handle return the
 // same base address. Mappings are closed when evicted (ipc_evict, e.g. when
-// the exporter says it freed the memory) or at process exit.
+// the exporter says it freed the memory), when 64 newer ones push the least
+// recently opened out, or at process exit.
 //
 // Visibility: the mapping is the same memory, not a copy. Writes by one
 // process are seen by another only once they are complete and the reader is

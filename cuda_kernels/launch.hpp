@@ -15,6 +15,20 @@
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
 
+namespace braid::cuda {
+// The most sources and destinations one fan launch takes.
+inline constexpr int kMaxFanPointers = 8;
+// Sources folded in order (acc = src[0] op src[1] op ...), the result stored
+// to every dst; 1 <= nsrc, ndst <= kMaxFanPointers. Destinations may be
+// sources too (element i is read before it is written).
+struct FanArgs {
+  const void* src[kMaxFanPointers];
+  void* dst[kMaxFanPointers];
+  int nsrc;
+  int ndst;
+};
+}  // namespace braid::cuda
+
 namespace braid::cuda::detail {
 
 cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType dt,
@@ -22,6 +36,9 @@ cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t
 
 cudaError_t launch_scale(void* data, std::int64_t count, DType dt, int divisor,
                          int multiprocessors, cudaStream_t stream);
+
+cudaError_t launch_fan(const FanArgs& fan, std::int64_t count, DType dt, ReduceOp op,
+                       int multiprocessors, cudaStream_t stream);
 
 }  // namespace braid::cuda::detail
 
@@ -34,5 +51,8 @@ cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t
 
 cudaError_t launch_scale(void* data, std::int64_t count, DType dt, int divisor,
                          int multiprocessors, cudaStream_t stream);
+
+cudaError_t launch_fan(const FanArgs& fan, std::int64_t count, DType dt, ReduceOp op,
+                       int multiprocessors, cudaStream_t stream);
 
 }  // namespace braid::cuda::emulated

@@ -71,6 +71,7 @@ constexpr int kBlocksPerSm = 4;  // 1024 threads per SM with 8 x 16 B loads each
 constexpr int kUnroll = 4;       // 16-byte vectors per operand per thread per iteration
 constexpr int kUnrollElem = 8;   // elements per operand per thread per iteration (element path)
 constexpr int kVecBytes = 16;
+constexpr int kMaxFan = kMaxFanPointers;  // launch.hpp
 
 template <class T>
 using Bits = std::make_unsigned_t<T>;
@@ -254,15 +255,30 @@ struct Half16Scale {
 
 // --- loads and stores for the element and byte paths ------------------------------
 
+// The byte path assembles each element from single-byte accesses with
+// shifts; volatile, so the compiler cannot merge them into one access of the
+// element's width (which the element type lets it assume aligned). Stores
+// take their bytes from a 32-bit register: with nvcc 13.0 for sm_90, byte
+// stores straight from the 16-bit register that the float16/bfloat16
+// conversion produced wrote a wrong low byte on the H100 (the PTX was right;
+// the high byte, shifted into a register of its own, was right too).
+template <std::size_t N>
+struct UIntOf;
+template <> struct UIntOf<1> { using type = std::uint8_t; };
+template <> struct UIntOf<2> { using type = std::uint16_t; };
+template <> struct UIntOf<4> { using type = std::uint32_t; };
+template <> struct UIntOf<8> { using type = std::uint64_t; };
+
 template <class S, bool kBytewise>
 BRAID_HD S load(const S* p) {
   if constexpr (kBytewise) {
-    const auto* b = reinterpret_cast<const unsigned char*>(p);
-    unsigned char v[sizeof(S)];
+    using U = typename UIntOf<sizeof(S)>::type;
+    const auto* b = reinterpret_cast<const volatile unsigned char*>(p);
+    U u = 0;
 BRAID_UNROLL
-    for (int k = 0; k < static_cast<int>(sizeof(S)); ++k) v[k] = b[k];
+    for (int k = 0; k < static_cast<int>(sizeof(S)); ++k) u = static_cast<U>(u | (static_cast<U>(b[k]) << (8 * k)));
     S s;
-    std::memcpy(&s, v, sizeof(S));
+    std::memcpy(&s, &u, sizeof(S));
     return s;
   } else {
     return *p;
@@ -272,11 +288,17 @@ BRAID_UNROLL
 template <class S, bool kBytewise>
 BRAID_HD void store(S* p, S s) {
   if constexpr (kBytewise) {
-    auto* b = reinterpret_cast<unsigned char*>(p);
-    unsigned char v[sizeof(S)];
-    std::memcpy(v, &s, sizeof(S));
+    using U = typename UIntOf<sizeof(S)>::type;
+    U u;
+    std::memcpy(&u, &s, sizeof(S));
+    using W = std::conditional_t<(sizeof(U) < 4), std::uint32_t, U>;
+    W w = u;
+#if defined(__CUDA_ARCH__)
+    if constexpr (sizeof(W) == 4) asm volatile("" : "+r"(w));  // keep it a full 32-bit register
+#endif
+    auto* b = reinterpret_cast<volatile unsigned char*>(p);
 BRAID_UNROLL
-    for (int k = 0; k < static_cast<int>(sizeof(S)); ++k) b[k] = v[k];
+    for (int k = 0; k < static_cast<int>(sizeof(S)); ++k) b[k] = static_cast<unsigned char>(w >> (8 * k));
   } else {
     *p = s;
   }
@@ -417,6 +439,109 @@ void start_element(unsigned blocks, cudaStream_t stream, F f, typename F::Storag
 #endif
 }
 
+// --- fan: k sources folded in order, the result stored to m destinations ---------
+// What a one-sided device plan's "reduce these ranks' blocks, then write the
+// result into every rank's output" becomes: one pass that reads each source
+// once and writes each destination once (CUDA IPC pointers are ordinary
+// device pointers here). With k = 2, m = 1 it is reduce3; k = 1 is a copy to
+// m places. Sources fold left to right (acc = s0; acc = acc op s1; ...), one
+// rounding per step, so the result is the CPU's reduction in the same order.
+
+template <class S>
+struct FanPtrs {
+  const S* src[kMaxFan];
+  S* dst[kMaxFan];
+  int nsrc;
+  int ndst;
+};
+
+template <class F>
+BRAID_HD typename F::Storage fan_elem(F f, const FanPtrs<typename F::Storage>& p, std::int64_t i) {
+  using S = typename F::Storage;
+  S acc = p.src[0][i];
+BRAID_NO_UNROLL
+  for (int k = 1; k < p.nsrc; ++k) acc = f.elem(acc, p.src[k][i]);
+  return acc;
+}
+
+// Elements [0, head) and the tail one at a time, vectors in between; every
+// load of an iteration before its stores (a destination may be a source).
+template <class F>
+BRAID_HD void fan_vector_body(F f, const FanPtrs<typename F::Storage>& p, std::int64_t head,
+                              std::int64_t nvec, std::int64_t count, std::int64_t tid,
+                              std::int64_t stride) {
+  using S = typename F::Storage;
+  constexpr std::int64_t kPer = kVecBytes / sizeof(S);
+  const std::int64_t tail = head + nvec * kPer;
+  const auto scalar = [&](std::int64_t i) {
+    const S v = fan_elem(f, p, i);
+    for (int d = 0; d < p.ndst; ++d) p.dst[d][i] = v;
+  };
+  if (tid < head) scalar(tid);
+  if (tid < count - tail) scalar(tail + tid);
+  const auto vsrc = [&](int k) { return reinterpret_cast<const uint4*>(p.src[k] + head); };
+  const auto vdst = [&](int d) { return reinterpret_cast<uint4*>(p.dst[d] + head); };
+  std::int64_t v = tid;
+  for (; v + (kUnroll - 1) * stride < nvec; v += kUnroll * stride) {
+    uint4 acc[kUnroll];
+    const uint4* s0 = vsrc(0);
+BRAID_UNROLL
+    for (int u = 0; u < kUnroll; ++u) acc[u] = s0[v + u * stride];
+BRAID_NO_UNROLL
+    for (int k = 1; k < p.nsrc; ++k) {
+      const uint4* sk = vsrc(k);
+      uint4 y[kUnroll];
+BRAID_UNROLL
+      for (int u = 0; u < kUnroll; ++u) y[u] = sk[v + u * stride];
+BRAID_UNROLL
+      for (int u = 0; u < kUnroll; ++u) acc[u] = f.vec(acc[u], y[u]);
+    }
+BRAID_NO_UNROLL
+    for (int d = 0; d < p.ndst; ++d) {
+      uint4* dd = vdst(d);
+BRAID_UNROLL
+      for (int u = 0; u < kUnroll; ++u) dd[v + u * stride] = acc[u];
+    }
+  }
+BRAID_NO_UNROLL
+  for (; v < nvec; v += stride) {
+    uint4 acc = vsrc(0)[v];
+    for (int k = 1; k < p.nsrc; ++k) acc = f.vec(acc, vsrc(k)[v]);
+    for (int d = 0; d < p.ndst; ++d) vdst(d)[v] = acc;
+  }
+}
+
+// Pointers at different offsets within 16 bytes (or not element-aligned).
+template <class F, bool kBytewise>
+BRAID_HD void fan_element_body(F f, const FanPtrs<typename F::Storage>& p, std::int64_t count,
+                               std::int64_t tid, std::int64_t stride) {
+  using S = typename F::Storage;
+  for (std::int64_t i = tid; i < count; i += stride) {
+    S acc = load<S, kBytewise>(p.src[0] + i);
+    for (int k = 1; k < p.nsrc; ++k) acc = f.elem(acc, load<S, kBytewise>(p.src[k] + i));
+    for (int d = 0; d < p.ndst; ++d) store<S, kBytewise>(p.dst[d] + i, acc);
+  }
+}
+
+#if !defined(BRAID_CUDA_HOST_EMULATION)
+template <class F>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    fan_vector_kernel(F f, FanPtrs<typename F::Storage> p, std::int64_t head, std::int64_t nvec,
+                      std::int64_t count) {
+  fan_vector_body(f, p, head, nvec, count,
+                  static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                  static_cast<std::int64_t>(gridDim.x) * blockDim.x);
+}
+
+template <class F, bool kBytewise>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    fan_element_kernel(F f, FanPtrs<typename F::Storage> p, std::int64_t count) {
+  fan_element_body<F, kBytewise>(f, p, count,
+                                 static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                                 static_cast<std::int64_t>(gridDim.x) * blockDim.x);
+}
+#endif
+
 // --- launch geometry ------------------------------------------------------------------
 
 unsigned grid_for(std::int64_t items_per_thread_pass, int multiprocessors) {
@@ -463,6 +588,64 @@ cudaError_t launch(F f, void* dst_v, const void* a_v, const void* b_v, std::int6
 #endif
 }
 
+// The fan's geometry: the vector path when every pointer sits at the same
+// offset within 16 bytes (and element-aligned), else elements, else bytes.
+template <class F>
+cudaError_t launch_fan_with(F f, const FanArgs& g, std::int64_t count, int multiprocessors,
+                       cudaStream_t stream) {
+  using S = typename F::Storage;
+  constexpr std::int64_t kPer = kVecBytes / sizeof(S);
+  FanPtrs<S> p{};
+  p.nsrc = g.nsrc;
+  p.ndst = g.ndst;
+  std::uintptr_t any = 0;
+  bool same_offset = true;
+  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(g.dst[0]) % kVecBytes;
+  for (int k = 0; k < g.nsrc; ++k) {
+    p.src[k] = static_cast<const S*>(g.src[k]);
+    any |= reinterpret_cast<std::uintptr_t>(g.src[k]);
+    same_offset = same_offset && reinterpret_cast<std::uintptr_t>(g.src[k]) % kVecBytes == offset;
+  }
+  for (int d = 0; d < g.ndst; ++d) {
+    p.dst[d] = static_cast<S*>(g.dst[d]);
+    any |= reinterpret_cast<std::uintptr_t>(g.dst[d]);
+    same_offset = same_offset && reinterpret_cast<std::uintptr_t>(g.dst[d]) % kVecBytes == offset;
+  }
+  const bool aligned = any % alignof(S) == 0;
+#if defined(BRAID_CUDA_HOST_EMULATION)
+  (void)stream;
+#endif
+  if (aligned && same_offset) {
+    std::int64_t head = static_cast<std::int64_t>((kVecBytes - offset) % kVecBytes / sizeof(S));
+    if (head > count) head = count;
+    const std::int64_t nvec = (count - head) / kPer;
+    const unsigned blocks = grid_for((nvec + kUnroll - 1) / kUnroll, multiprocessors);
+#if defined(BRAID_CUDA_HOST_EMULATION)
+    const std::int64_t threads = static_cast<std::int64_t>(blocks) * kThreads;
+    for (std::int64_t t = 0; t < threads; ++t) fan_vector_body(f, p, head, nvec, count, t, threads);
+#else
+    fan_vector_kernel<F><<<blocks, kThreads, 0, stream>>>(f, p, head, nvec, count);
+#endif
+  } else {
+    const unsigned blocks = grid_for(count, multiprocessors);
+#if defined(BRAID_CUDA_HOST_EMULATION)
+    const std::int64_t threads = static_cast<std::int64_t>(blocks) * kThreads;
+    for (std::int64_t t = 0; t < threads; ++t) {
+      if (aligned) fan_element_body<F, false>(f, p, count, t, threads);
+      else fan_element_body<F, true>(f, p, count, t, threads);
+    }
+#else
+    if (aligned) fan_element_kernel<F, false><<<blocks, kThreads, 0, stream>>>(f, p, count);
+    else fan_element_kernel<F, true><<<blocks, kThreads, 0, stream>>>(f, p, count);
+#endif
+  }
+#if defined(BRAID_CUDA_HOST_EMULATION)
+  return cudaSuccess;
+#else
+  return cudaGetLastError();
+#endif
+}
+
 // --- dispatch ---------------------------------------------------------------------------
 
 struct Args {
@@ -472,10 +655,13 @@ struct Args {
   std::int64_t count;
   int multiprocessors;
   cudaStream_t stream;
+  const FanArgs* fan = nullptr;  // set: a fan launch (dst, a, b unused)
 };
 
 template <class F>
 cudaError_t run(F f, const Args& g) {
+  if constexpr (F::kArity == 2)  // fans reduce; Avg's division is never one
+    if (g.fan) return launch_fan_with(f, *g.fan, g.count, g.multiprocessors, g.stream);
   return launch(f, g.dst, g.a, g.b, g.count, g.multiprocessors, g.stream);
 }
 
@@ -515,9 +701,8 @@ cudaError_t reduce16(ReduceOp op, const Args& g) {
 
 }  // namespace
 
-cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType dt,
-                           ReduceOp op, int multiprocessors, cudaStream_t stream) {
-  const Args g{dst, a, b, count, multiprocessors, stream};
+namespace {
+cudaError_t dispatch(const Args& g, DType dt, ReduceOp op) {
   switch (dt) {
     case DType::Int8: return reduce_plain<std::int8_t>(op, g);
     case DType::UInt8: return reduce_plain<std::uint8_t>(op, g);
@@ -529,6 +714,17 @@ cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t
     case DType::Float64: return reduce_plain<double>(op, g);
   }
   return cudaErrorInvalidValue;
+}
+}  // namespace
+
+cudaError_t launch_reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType dt,
+                           ReduceOp op, int multiprocessors, cudaStream_t stream) {
+  return dispatch(Args{dst, a, b, count, multiprocessors, stream}, dt, op);
+}
+
+cudaError_t launch_fan(const FanArgs& fan, std::int64_t count, DType dt, ReduceOp op,
+                       int multiprocessors, cudaStream_t stream) {
+  return dispatch(Args{nullptr, nullptr, nullptr, count, multiprocessors, stream, &fan}, dt, op);
 }
 
 cudaError_t launch_scale(void* data, std::int64_t count, DType dt, int divisor,

@@ -180,6 +180,13 @@ std::string device_name(int device) {
   return prop.name;
 }
 
+std::string pci_bus_id(int device) {
+  require_available("braid::cuda::pci_bus_id");
+  char id[64] = {};
+  check(cudaDeviceGetPCIBusId(id, sizeof id, device), "cudaDeviceGetPCIBusId");
+  return id;
+}
+
 int multiprocessor_count(int device) {
   require_available("braid::cuda::multiprocessor_count");
   const bool cached = device >= 0 && device < kCachedDevices;
@@ -207,6 +214,25 @@ void reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType 
   check(detail::launch_reduce3(dst, a, b, count, dt, op, multiprocessors_of_current(),
                                as_stream(stream)),
         "CUDA reduce kernel launch");
+}
+
+void reduce_fan(void* const* dsts, int ndst, const void* const* srcs, int nsrc, std::int64_t count,
+                DType dt, ReduceOp op, void* stream) {
+  require_available("CUDA reduce_fan");
+  reduction::check_op(dt, op);
+  if (nsrc < 1 || nsrc > kMaxFanPointers || ndst < 1 || ndst > kMaxFanPointers)
+    fail(ErrorCode::InvalidArgument, "CUDA reduce_fan: {} sources and {} destinations: expected 1 to {} of each",
+         nsrc, ndst, kMaxFanPointers);
+  FanArgs fan{};
+  fan.nsrc = nsrc;
+  fan.ndst = ndst;
+  bool null = false;
+  for (int k = 0; k < nsrc; ++k) null = null || srcs[k] == nullptr, fan.src[k] = srcs[k];
+  for (int d = 0; d < ndst; ++d) null = null || dsts[d] == nullptr, fan.dst[d] = dsts[d];
+  check_count(count, null, "reduce_fan");
+  if (count == 0) return;
+  check(detail::launch_fan(fan, count, dt, op, multiprocessors_of_current(), as_stream(stream)),
+        "CUDA reduce_fan kernel launch");
 }
 
 void reduce_into(void* dst, const void* src, std::int64_t count, DType dt, ReduceOp op,
@@ -303,6 +329,25 @@ AddressRangeFn address_range_fn() {
   return fn;
 }
 
+using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+
+// cuPointerGetAttribute: the allocation's unique buffer id (never reused by
+// a later allocation at the same address), which keys the export cache.
+PointerAttributeFn pointer_attribute_fn() {
+  static const PointerAttributeFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      f = nullptr;
+    }
+    return reinterpret_cast<PointerAttributeFn>(f);
+  }();
+  return fn;
+}
+
 }  // namespace
 
 PointerInfo pointer_info(const void* p) {
@@ -324,7 +369,15 @@ PointerInfo pointer_info(const void* p) {
     if (AddressRangeFn fn = address_range_fn()) {
       CUdeviceptr base = 0;
       std::size_t size = 0;
-      if (fn(&base, &size, reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS) {
+      CUresult r = fn(&base, &size, reinterpret_cast<CUdeviceptr>(p));
+      if (r == CUDA_ERROR_INVALID_CONTEXT) {
+        // A driver call needs a current context, which a thread that made
+        // no runtime call yet (a background runner) lacks: cudaFree(nullptr)
+        // binds the current device's primary context to it.
+        (void)cudaFree(nullptr);
+        r = fn(&base, &size, reinterpret_cast<CUdeviceptr>(p));
+      }
+      if (r == CUDA_SUCCESS) {
         info.base = reinterpret_cast<void*>(base);
         info.size = size;
       }
@@ -371,14 +424,30 @@ static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(IpcHandle::bytes));
 
 // Opened peer allocations, by handle bytes. cudaIpcOpenMemHandle may map a
 // given handle only once per process (a second open fails), so every user in
-// the process must share one mapping: this table is that sharing.
+// the process must share one mapping: this table is that sharing. It holds at
+// most kMaxOpen mappings and closes the least recently used one to make room:
+// a program that allocates afresh for every call would otherwise keep every
+// freed allocation of its peers alive through our mappings.
 class IpcCache {
  public:
+  static constexpr std::size_t kMaxOpen = 64;
+
   ~IpcCache() { close_all(); }  // at exit; errors are moot by then
 
   void* open(const IpcHandle& h) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = open_.find(h.bytes); it != open_.end()) return it->second;
+    if (auto it = open_.find(h.bytes); it != open_.end()) {
+      it->second.last_use = ++clock_;
+      return it->second.base;
+    }
+    if (open_.size() >= kMaxOpen) {
+      auto oldest = open_.begin();
+      for (auto it = open_.begin(); it != open_.end(); ++it)
+        if (it->second.last_use < oldest->second.last_use) oldest = it;
+      (void)cudaIpcCloseMemHandle(oldest->second.base);
+      (void)cudaGetLastError();
+      open_.erase(oldest);
+    }
     cudaIpcMemHandle_t handle;
     std::memcpy(&handle, h.bytes.data(), sizeof handle);
     void* p = nullptr;
@@ -389,7 +458,7 @@ class IpcCache {
            "another process on this host, whose allocation is still alive)",
            cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    open_.emplace(h.bytes, p);
+    open_.emplace(h.bytes, Mapping{p, ++clock_});
     return p;
   }
 
@@ -397,7 +466,7 @@ class IpcCache {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h.bytes);
     if (it == open_.end()) return false;
-    const cudaError_t e = cudaIpcCloseMemHandle(it->second);
+    const cudaError_t e = cudaIpcCloseMemHandle(it->second.base);
     open_.erase(it);
     if (e != cudaSuccess) fail_cuda(e, "cudaIpcCloseMemHandle");
     return true;
@@ -405,7 +474,7 @@ class IpcCache {
 
   void close_all() noexcept {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [bytes, p] : open_) (void)cudaIpcCloseMemHandle(p);
+    for (auto& [bytes, m] : open_) (void)cudaIpcCloseMemHandle(m.base);
     open_.clear();
     (void)cudaGetLastError();
   }
@@ -416,8 +485,13 @@ class IpcCache {
   }
 
  private:
+  struct Mapping {
+    void* base;
+    std::uint64_t last_use;
+  };
   std::mutex mu_;
-  std::map<std::array<unsigned char, 64>, void*> open_;
+  std::uint64_t clock_ = 0;
+  std::map<std::array<unsigned char, 64>, Mapping> open_;
 };
 
 IpcCache& ipc_cache() {
@@ -436,10 +510,33 @@ IpcExport ipc_export(const void* p) {
   if (info.base == nullptr)
     fail(ErrorCode::NotSupported, "CUDA ipc_export: the driver gave no cuMemGetAddressRange, so "
          "the allocation holding {} cannot be found", p);
-  cudaIpcMemHandle_t handle;
-  check(cudaIpcGetMemHandle(&handle, info.base), "cudaIpcGetMemHandle");
   IpcExport out;
-  std::memcpy(out.handle.bytes.data(), &handle, sizeof handle);
+  // Exporting is slow next to a small collective, and a program passes the
+  // same buffers call after call: handles are cached by allocation, keyed
+  // by the driver's buffer id so a new allocation at a freed one's address
+  // gets its own handle, never the stale one.
+  std::uint64_t id = 0;
+  const PointerAttributeFn attr = pointer_attribute_fn();
+  // (pointer_info above made sure a context is current for driver calls.)
+  const bool keyed = attr && attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(info.base)) ==
+                                 CUDA_SUCCESS;
+  static std::mutex mu;
+  static std::map<std::uint64_t, IpcHandle> exported;  // buffer id -> handle
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = keyed ? exported.find(id) : exported.end();
+    if (it != exported.end()) {
+      out.handle = it->second;
+    } else {
+      cudaIpcMemHandle_t handle;
+      check(cudaIpcGetMemHandle(&handle, info.base), "cudaIpcGetMemHandle");
+      std::memcpy(out.handle.bytes.data(), &handle, sizeof handle);
+      if (keyed) {
+        if (exported.size() >= 1024) exported.clear();  // bounded; ids of freed buffers never return
+        exported.emplace(id, out.handle);
+      }
+    }
+  }
   out.offset = static_cast<std::size_t>(static_cast<const char*>(p) -
                                         static_cast<const char*>(info.base));
   out.size = info.size;

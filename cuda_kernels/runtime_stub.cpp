@@ -37,6 +37,7 @@ DeviceGuard::DeviceGuard(int device) {
 }
 DeviceGuard::~DeviceGuard() = default;
 std::string device_name(int) { unsupported("braid::cuda::device_name"); }
+std::string pci_bus_id(int) { unsupported("braid::cuda::pci_bus_id"); }
 int multiprocessor_count(int) { unsupported("braid::cuda::multiprocessor_count"); }
 
 void reduce_into(void*, const void*, std::int64_t, DType, ReduceOp, void*) {
@@ -46,6 +47,9 @@ void reduce3(void*, const void*, const void*, std::int64_t, DType, ReduceOp, voi
   unsupported("CUDA reduce");
 }
 void scale_avg(void*, std::int64_t, DType, int, void*) { unsupported("CUDA scale_avg"); }
+void reduce_fan(void* const*, int, const void* const*, int, std::int64_t, DType, ReduceOp, void*) {
+  unsupported("CUDA reduce_fan");
+}
 
 void copy(void*, const void*, std::size_t, void*) { unsupported("CUDA copy"); }
 void fill_bytes(void*, int, std::size_t, void*) { unsupported("CUDA fill_bytes"); }

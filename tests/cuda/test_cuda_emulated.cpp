@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cases.hpp"
@@ -91,6 +92,49 @@ void run_scale_case(Regions& r, DType dt, int divisor, std::int64_t n, std::size
   check_result(what, dt, n, got, want, poison, a.data(), nullptr);
 }
 
+// The fan (cuda::reduce_fan): k sources folded in order into m destinations,
+// one of which may be the first source (in place), against the CPU folding
+// the same sources in the same order. `shift` misaligns the sources from the
+// destinations (element path) or by one byte (byte path).
+void run_fan_case(DType dt, ReduceOp op, std::int64_t n, int nsrc, int ndst, bool in_place,
+                  std::size_t shift, int sms, std::mt19937_64& rng) {
+  ++cases;
+  const std::size_t sz = braid::dtype_size(dt);
+  const std::size_t bytes = static_cast<std::size_t>(n) * sz;
+  const std::size_t stride = (bytes + 2 * kGuard + kSlack + 255) / 256 * 256;
+  std::unique_ptr<unsigned char, decltype(&std::free)> mem(
+      static_cast<unsigned char*>(std::aligned_alloc(256, stride * 16)), &std::free);
+  const int poison = (cases & 1) ? 0xa5 : 0x5a;
+  std::memset(mem.get(), poison, stride * 16);
+  std::vector<std::vector<unsigned char>> in(static_cast<std::size_t>(nsrc));
+  for (int k = 0; k < nsrc; k += 2) {
+    std::vector<unsigned char> unused;
+    fill_inputs(dt, n, in[static_cast<std::size_t>(k)], k + 1 < nsrc ? in[static_cast<std::size_t>(k) + 1] : unused, rng);
+  }
+  braid::cuda::FanArgs fan{};
+  fan.nsrc = nsrc;
+  fan.ndst = ndst;
+  for (int d = 0; d < ndst; ++d) fan.dst[d] = mem.get() + static_cast<std::size_t>(d) * stride + kGuard;
+  for (int k = 0; k < nsrc; ++k) {
+    auto* at = in_place && k == 0 ? static_cast<unsigned char*>(fan.dst[0])
+                                  : mem.get() + static_cast<std::size_t>(8 + k) * stride + kGuard + shift;
+    if (bytes) std::memcpy(at, in[static_cast<std::size_t>(k)].data(), bytes);
+    fan.src[k] = at;
+  }
+  std::vector<unsigned char> want = in[0];
+  for (int k = 1; k < nsrc; ++k) rd::reduce_into(want.data(), in[static_cast<std::size_t>(k)].data(), n, dt, op);
+  if (n > 0 && em::launch_fan(fan, n, dt, op, sms, nullptr) != cudaSuccess) failf("fan launch failed");
+  char what[160];
+  std::snprintf(what, sizeof what, "fan %s %s n=%lld %d->%d%s shift %zu, %d SMs", braid::dtype_name(dt),
+                braid::reduce_op_name(op), static_cast<long long>(n), nsrc, ndst, in_place ? " in place" : "",
+                shift, sms);
+  for (int d = 0; d < ndst; ++d) {
+    auto* out = static_cast<unsigned char*>(fan.dst[d]);
+    std::vector<unsigned char> got(out - kGuard, out + bytes + kGuard);
+    check_result(what, dt, n, got, want, poison, in[0].data(), nsrc > 1 ? in[1].data() : in[0].data());
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -126,6 +170,15 @@ int main() {
           run_scale_case(r, dt, divisor, kLargeCounts[0], offset, 3, rng);
         }
     }
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max})
+      for (auto [nsrc, ndst] : {std::pair{1, 3}, std::pair{2, 1}, std::pair{2, 2}, std::pair{5, 4}, std::pair{8, 8}})
+        for (std::size_t shift : {std::size_t{0}, sz, std::size_t{1}})
+          for (std::int64_t n : {std::int64_t{0}, std::int64_t{1}, std::int64_t{17}, std::int64_t{4097}})
+            for (int sms : {1, 132}) {
+              if (shift == 1 && sz == 1) continue;  // bytes are never misaligned
+              run_fan_case(dt, op, n, nsrc, ndst, false, shift, sms, rng);
+              if (shift == 0) run_fan_case(dt, op, n, nsrc, ndst, true, shift, sms, rng);
+            }
     std::printf("%-9s %5ld cases, %s\n", braid::dtype_name(dt), cases - cases_before,
                 failures == failures_before ? "all match the CPU" : "MISMATCHES");
   }

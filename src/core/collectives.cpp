@@ -10,8 +10,10 @@
 #include "core/async_runner.hpp"
 #include "core/context.hpp"
 #include "core/device_staging.hpp"
+#include "core/device_topology.hpp"
 #include "core/executor.hpp"
 #include "core/plan_cache.hpp"
+#include "cuda_kernels/cuda.hpp"
 #include "reduce/cpu_reduce.hpp"
 
 namespace braid {
@@ -45,9 +47,76 @@ struct Call {
   // gets the input instead and the copy is skipped.
   const void* contribution = nullptr;
   std::function<void()> init_output;
+  // >= 0: the tensors are on this CUDA device and the call runs a one-sided
+  // plan straight on them (CUDA IPC between the ranks, no staging); the
+  // plan is `device_algorithm`.
+  int device = -1;
+  const char* device_algorithm = nullptr;
 };
 
 using detail::StageDir;
+
+// Device tensors on a group whose ranks share a host run a one-sided plan
+// directly on device memory: peers open each other's buffers through CUDA
+// IPC and the plan's steps become kernels (device_steps.hpp). This is the
+// algorithm each collective uses there by default, and the ones a caller
+// may name; anything else (and groups spanning hosts) goes through pinned
+// host stand-ins instead. Plans here must need no Scratch.
+struct DeviceAlgorithms {
+  Collective coll;
+  const char* fallback;                   // when the caller names none
+  std::initializer_list<const char*> named;  // also accepted by name
+};
+constexpr DeviceAlgorithms kDeviceAlgorithms[] = {
+    {Collective::AllReduce, "push", {"push", "twoshot"}},
+};
+
+// Whether c runs directly on device memory (see above); sets c.device and
+// c.device_algorithm when it does. Every rank decides alike when the ranks
+// pass alike arguments (tensor kinds, algorithm name); a rank passing host
+// memory where a peer passes device memory gets an error naming the peer.
+struct Named {
+  const Tensor* t;
+  const char* name;
+};
+bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> tensors) {
+  const auto& g = *c.group;
+  if (!g.shared_memory || g.ranks.size() < 2) return false;
+  int device = -1;
+  for (const auto& [t, name] : tensors) {
+    if (!t->device.is_cuda() || t->count <= 0) return false;
+    if (device >= 0 && t->device.index != device) return false;  // staging names the mismatch
+    device = t->device.index;
+  }
+  for (const auto& d : kDeviceAlgorithms) {
+    if (d.coll != c.coll) continue;
+    const char* name = d.fallback;
+    if (o.algorithm) {
+      name = nullptr;
+      for (const char* n : d.named)
+        if (std::strcmp(n, o.algorithm) == 0) name = n;
+      if (!name) return false;
+    }
+    for (const auto& [t, tname] : tensors) {
+      check_tensor(*t, tname, c.what);
+      // Managed memory cannot be shared through CUDA IPC: it is staged.
+      if (detail::check_device_memory(*t, tname, c.what).kind != cuda::MemoryKind::Device) return false;
+    }
+    c.device = device;
+    c.device_algorithm = name;
+    return true;
+  }
+  return false;
+}
+
+// dst = src on the call's device and stream (a direct device call's
+// init_output).
+std::function<void()> device_copy(const Call& c, void* dst, const void* src, std::size_t bytes) {
+  return [dst, src, bytes, device = c.device, stream = c.stream] {
+    cuda::DeviceGuard on(device);
+    cuda::copy(dst, src, bytes, stream);
+  };
+}
 
 detail::DeviceStaging& staging_of(Call& c) {
   if (!c.staging) c.staging = std::make_shared<detail::DeviceStaging>(c.stream, c.what);
@@ -129,9 +198,11 @@ void avg_after(Call& c, void* out, std::int64_t count, bool applies) {
   const int n = static_cast<int>(c.group->ranks.size());
   const DType dt = c.dtype;
   auto prev = c.after;
-  c.after = [prev, out, count, dt, n] {
+  c.after = [prev, out, count, dt, n, device = c.device, stream = c.stream] {
     if (prev) prev();
-    reduction::scale_avg(out, count, dt, n);
+    if (device < 0) return reduction::scale_avg(out, count, dt, n);
+    cuda::DeviceGuard on(device);
+    cuda::scale_avg(out, count, dt, n, stream);
   };
 }
 
@@ -147,7 +218,13 @@ Work run(Call c, const OpOptions& o) {
   args.root = c.root;
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
-  auto compiled = get_plan(args, g.my_rank, o.algorithm, g.shared_memory, &g.host_of);
+  if (c.device >= 0)
+    args.topology.device_of = device_topology(*ctx.engine, *c.group, c.device, Deadline::after(timeout), c.what);
+  auto compiled = get_plan(args, g.my_rank, c.device >= 0 ? c.device_algorithm : o.algorithm, g.shared_memory,
+                           &g.host_of);
+  if (c.device >= 0 && (!compiled->plan->one_sided || compiled->steps().scratch_count > 0))
+    fail(ErrorCode::Internal, "{}: algorithm {} is not a one-sided plan without Scratch, as device memory needs",
+         c.what, compiled->plan->algorithm);
   if (compiled->plan->reads_input) {
     c.buffers.input = c.contribution;
   } else if (c.init_output) {
@@ -171,9 +248,15 @@ Work run(Call c, const OpOptions& o) {
   auto body = [staging, async, c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
     if (staging) staging->wait_inputs(deadline);
     if (c.before) c.before();
-    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what, ticket};
+    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what, ticket,
+                  c.device, c.stream};
     execute(*engine, call);
     if (c.after) c.after();
+    if (c.device >= 0 && async) {
+      // An async Work completes once its device work has.
+      cuda::DeviceGuard on(c.device);
+      cuda::stream_synchronize(c.stream);
+    }
     if (staging) {
       staging->end();  // results back to the device, in stream order
       // An async Work completes only once they are there.
@@ -249,8 +332,9 @@ Work all_reduce(const Tensor& t, ReduceOp op, const OpOptions& o) { return all_r
 
 Work all_reduce(const Tensor& input_arg, const Tensor& output_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::AllReduce, "all_reduce", o);
-  const Tensor input = stage(c, input_arg, StageDir::In, "input");
-  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
+  const bool direct = direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
+  const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");
+  const Tensor output = direct ? output_arg : stage(c, output_arg, StageDir::Out, "output");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -261,7 +345,9 @@ Work all_reduce(const Tensor& input_arg, const Tensor& output_arg, ReduceOp op, 
   c.count = input.count;
   c.buffers.output = output.data;
   c.contribution = input.data;
-  if (input.data != output.data) c.init_output = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+  if (input.data != output.data)
+    c.init_output = direct ? device_copy(c, output.data, input.data, input.nbytes())
+                           : [=] { copy_bytes(output.data, input.data, input.nbytes()); };
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
 }

@@ -43,6 +43,11 @@ struct GroupImpl {
   std::condition_variable one_sided_cv;
   std::shared_ptr<shm::Window> window;
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)
+  // Collectives directly on device memory (CUDA IPC): the device this rank
+  // uses with the group (-1 before the first such call) and which members
+  // share a GPU (device_topology.hpp). Under one_sided_mu.
+  int cuda_device = -1;
+  std::vector<int> device_of;
 };
 }  // namespace detail
 

@@ -207,6 +207,29 @@ DeviceStaging::~DeviceStaging() {
   }
 }
 
+cuda::PointerInfo check_device_memory(const Tensor& t, const char* what, const char* op) {
+  if (t.data == nullptr)
+    fail(ErrorCode::InvalidArgument, "{}: {} has {} elements but a null data pointer", op, what,
+         t.count);
+  const cuda::PointerInfo info = cuda::pointer_info(t.data);
+  if (info.kind != cuda::MemoryKind::Device && info.kind != cuda::MemoryKind::Managed)
+    fail(ErrorCode::InvalidArgument, "{}: {} says cuda:{} but its memory is {} memory: expected "
+         "memory allocated on that device (cudaMalloc)", op, what, t.device.index,
+         cuda::memory_kind_name(info.kind));
+  if (info.kind == cuda::MemoryKind::Device && info.device != t.device.index)
+    fail(ErrorCode::InvalidArgument, "{}: {} says cuda:{} but its memory is on cuda:{}", op, what,
+         t.device.index, info.device);
+  if (info.base != nullptr) {
+    const auto end = static_cast<const char*>(t.data) + t.nbytes();
+    const auto alloc_end = static_cast<const char*>(info.base) + info.size;
+    if (end > alloc_end)
+      fail(ErrorCode::InvalidArgument, "{}: {} ({} bytes) runs {} bytes past the end of its "
+           "device allocation ({} bytes at {})", op, what, t.nbytes(), end - alloc_end,
+           info.size, info.base);
+  }
+  return info;
+}
+
 Tensor DeviceStaging::stage(const Tensor& t, StageDir dir, const char* what) {
   if (t.device.is_cpu()) return t;
   check_device_tensor(t, what, op_);
@@ -215,25 +238,7 @@ Tensor DeviceStaging::stage(const Tensor& t, StageDir dir, const char* what) {
     static char nothing;
     return Tensor{&nothing, 0, t.dtype, Device::cpu()};
   }
-  if (t.data == nullptr)
-    fail(ErrorCode::InvalidArgument, "{}: {} has {} elements but a null data pointer", op_, what,
-         t.count);
-  const cuda::PointerInfo info = cuda::pointer_info(t.data);
-  if (info.kind != cuda::MemoryKind::Device && info.kind != cuda::MemoryKind::Managed)
-    fail(ErrorCode::InvalidArgument, "{}: {} says cuda:{} but its memory is {} memory: expected "
-         "memory allocated on that device (cudaMalloc)", op_, what, t.device.index,
-         cuda::memory_kind_name(info.kind));
-  if (info.kind == cuda::MemoryKind::Device && info.device != t.device.index)
-    fail(ErrorCode::InvalidArgument, "{}: {} says cuda:{} but its memory is on cuda:{}", op_, what,
-         t.device.index, info.device);
-  if (info.base != nullptr) {
-    const auto end = static_cast<const char*>(t.data) + t.nbytes();
-    const auto alloc_end = static_cast<const char*>(info.base) + info.size;
-    if (end > alloc_end)
-      fail(ErrorCode::InvalidArgument, "{}: {} ({} bytes) runs {} bytes past the end of its "
-           "device allocation ({} bytes at {})", op_, what, t.nbytes(), end - alloc_end,
-           info.size, info.base);
-  }
+  check_device_memory(t, what, op_);
   const auto r = layout_.add(t, dir, what);
   if (r.region == blocks_.size()) {
     cuda::DeviceGuard guard(t.device.index);

@@ -46,6 +46,7 @@
 
 namespace braid::cuda {
 class Event;
+struct PointerInfo;
 }
 
 namespace braid::detail {
@@ -56,6 +57,11 @@ namespace braid::detail {
 // device; InvalidArgument for a device that does not exist. Probes CUDA only
 // when t is a device tensor (the probe must not run before ranks fork).
 void check_device_tensor(const Tensor& t, const char* what, const char* op);
+
+// For a device tensor with count > 0 that check_device_tensor accepted: its
+// memory is device (or managed) memory of t.device and t lies inside one
+// allocation (InvalidArgument naming what is wrong otherwise).
+cuda::PointerInfo check_device_memory(const Tensor& t, const char* what, const char* op);
 
 // In: the op only reads the tensor (copied to the host at begin()).
 // Out: the op writes every byte of it (copied back at end()).

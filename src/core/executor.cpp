@@ -33,9 +33,12 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
       if (s.kind == plan::StepKind::Wait) c->waits_on[static_cast<std::size_t>(s.peer)]++;
     for (std::size_t r = 0; r < c->plan->ranks.size(); ++r)
       for (const auto& s : c->plan->ranks[r].steps)
-        if ((s.kind == plan::StepKind::Get || s.kind == plan::StepKind::GetReduce) && s.peer == rank) {
-          if (s.src.buf == plan::Buf::Input) c->peers_read_input = true;
-          if (s.src.buf == plan::Buf::Output) c->peers_read_output = true;
+        if (s.peer == rank) {
+          // Get/GetReduce name the peer's memory in src, Put in dst.
+          const bool reads = s.kind == plan::StepKind::Get || s.kind == plan::StepKind::GetReduce;
+          const plan::Span* theirs = reads ? &s.src : s.kind == plan::StepKind::Put ? &s.dst : nullptr;
+          if (theirs && theirs->buf == plan::Buf::Input) c->peers_use_input = true;
+          if (theirs && theirs->buf == plan::Buf::Output) c->peers_use_output = true;
         }
   }
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
@@ -184,6 +187,7 @@ struct Runner {
       case plan::StepKind::Wait:
       case plan::StepKind::Get:
       case plan::StepKind::GetReduce:
+      case plan::StepKind::Put:
         fail(ErrorCode::Internal, "plan {} mixes one-sided steps into a message plan", call.plan->plan->algorithm);
     }
     inflight.push_back(i);

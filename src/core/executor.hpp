@@ -29,10 +29,11 @@ struct CompiledPlan {
   std::vector<std::int32_t> next_begin, next;  // dependents, CSR
   std::vector<std::int64_t> stage_offset;      // RecvReduce: staging offset (elements)
   std::int64_t stage_count = 0;
-  // One-sided plans: whether some peer reads this rank's Input / Output
-  // (they are then described to peers each call), and how many Waits this
-  // rank has on each peer (the window's counts advance by that per call).
-  bool peers_read_input = false, peers_read_output = false;
+  // One-sided plans: whether some peer reads this rank's Input / reads or
+  // writes its Output (they are then described to peers each call), and how
+  // many Waits this rank has on each peer (the window's counts advance by
+  // that per call).
+  bool peers_use_input = false, peers_use_output = false;
   std::vector<std::uint32_t> waits_on;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
 };
@@ -83,6 +84,11 @@ struct ExecCall {
   Deadline deadline{};
   const char* what = "collective";  // for error messages
   std::uint64_t ticket = 0;  // one-sided plans: the call's turn on the group
+  // One-sided plans on CUDA device memory (CUDA IPC between the ranks):
+  // the buffers are on this device (-1: host memory), and device work is
+  // ordered on this stream (a cudaStream_t; nullptr is the legacy default).
+  int device = -1;
+  void* stream = nullptr;
 };
 
 // Runs the plan to completion on the calling thread; throws braid::Error on

@@ -5,16 +5,21 @@
 // the peer's block, a Wait polls a counter in ours, a Get of shareable
 // memory is a load from a mapping. Buffers that are not shareable are read
 // with one process_vm_readv; a GetReduce from them goes through an
-// L2-sized bounce buffer so the reduction reads it from cache.
+// L2-sized bounce buffer so the reduction reads it from cache. A Put into a
+// peer is one process_vm_writev. On CUDA device memory the data steps go to
+// DeviceSteps (device_steps.hpp) instead; everything else here is the same.
 #include <sched.h>
 
 #include <climits>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "common/errors.hpp"
+#include "cuda_kernels/cuda.hpp"
+#include "core/device_steps.hpp"
 #include "core/engine.hpp"
 #include "core/executor.hpp"
 #include "reduce/cpu_reduce.hpp"
@@ -110,23 +115,43 @@ struct OneSidedRunner {
   char* scratch = nullptr;
   StepSchedule& sched;
   std::vector<Pending>& pending;
+  std::optional<detail::DeviceSteps> dev;  // device memory: its data steps
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
         parity(static_cast<int>(c.ticket & 1)), sched(t_state.sched), pending(t_state.pending) {
+    if (c.device >= 0) {
+      // Device plans get no Scratch (the plan choice only offers them
+      // plans without it).
+      if (rp.scratch_count > 0)
+        fail(ErrorCode::Internal, "{}: plan {} needs Scratch, which one-sided plans on device memory do not have",
+             c.what, c.plan->plan->algorithm);
+      dev.emplace(c.stream, c.dtype, c.op);
+    }
     if (c.ticket >= 2) wait_for_half();
     shm::BufDesc sd;
-    scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
+    if (!dev) scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
     const plan::PlanArgs& a = c.plan->plan->args;
     const int me = c.plan->rank;
-    // Describe to peers what they will read, before the first Signal.
-    if (c.plan->peers_read_input)
-      w.publish(parity, 0, describe(c.buffers.input, static_cast<std::size_t>(plan::input_count(*c.plan->plan, me)) * elem));
-    if (c.plan->peers_read_output)
-      w.publish(parity, 1, describe(c.buffers.output, static_cast<std::size_t>(plan::output_count(a, me)) * elem));
+    // Describe to peers what they will read or write, before the first Signal.
+    if (c.plan->peers_use_input)
+      publish(0, c.buffers.input, static_cast<std::size_t>(plan::input_count(*c.plan->plan, me)) * elem);
+    if (c.plan->peers_use_output)
+      publish(1, c.buffers.output, static_cast<std::size_t>(plan::output_count(a, me)) * elem);
     w.publish(parity, 2, sd);
     sched.begin(*c.plan);
     pending.clear();
+  }
+
+  void publish(int which, const void* p, std::size_t bytes) {
+    if (!dev) {
+      w.publish(parity, which, describe(p, bytes));
+      return;
+    }
+    shm::IpcDesc ipc;
+    const shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
+    w.publish_ipc(parity, which, ipc);
+    w.publish(parity, which, d);
   }
 
   char* ptr(const plan::Span& s) const {
@@ -176,25 +201,41 @@ struct OneSidedRunner {
     return static_cast<std::int32_t>(w.received(p.peer) - p.expected) >= 0;
   }
 
-  // The peer's span: its address there, checked against what it described.
-  std::uint64_t remote(const plan::Step& s, shm::BufDesc* d) const {
-    *d = w.peer_desc(s.peer, parity, which(s.src.buf));
-    const auto off = static_cast<std::uint64_t>(s.src.offset) * elem;
-    const auto bytes = static_cast<std::uint64_t>(s.src.count) * elem;
+  // The peer's span `theirs` (a Get's src, a Put's dst): its address there,
+  // checked against what it described.
+  std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, shm::BufDesc* d) const {
+    *d = w.peer_desc(s.peer, parity, which(theirs.buf));
+    const auto off = static_cast<std::uint64_t>(theirs.offset) * elem;
+    const auto bytes = static_cast<std::uint64_t>(theirs.count) * elem;
     if (off + bytes > d->bytes || d->addr == 0)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {}'s buffer holds {} bytes where this rank expected at least {}: every rank "
                               "must pass the same counts, dtype and root",
                               call.what, w.world_rank(s.peer), d->bytes, off + bytes),
                   w.world_rank(s.peer));
+    if ((d->cuda != 0) != dev.has_value())
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {} passed {} memory where this rank passed {} memory: every rank must pass "
+                              "tensors of the same kind (all on CUDA devices, or all on the host)",
+                              call.what, w.world_rank(s.peer), d->cuda ? "CUDA device" : "host",
+                              dev ? "CUDA device" : "host"),
+                  w.world_rank(s.peer));
     return d->addr + off;
+  }
+
+  // A peer's device span, opened here through CUDA IPC.
+  char* device_remote(const plan::Step& s, const plan::Span& theirs) const {
+    shm::BufDesc d;
+    const std::uint64_t addr = remote(s, theirs, &d);
+    return detail::DeviceSteps::open_peer(d, w.peer_ipc(s.peer, parity, which(theirs.buf)), addr - d.addr);
   }
 
   void get(const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
     if (bytes == 0) return;
+    if (dev) return dev->get(ptr(s.dst), device_remote(s, s.src), s.src.count);
     shm::BufDesc d;
-    const std::uint64_t addr = remote(s, &d);
+    const std::uint64_t addr = remote(s, s.src, &d);
     if (const char* p = w.map(s.peer, d, addr, bytes)) std::memcpy(ptr(s.dst), p, bytes);
     else w.read_peer(s.peer, addr, ptr(s.dst), bytes);
   }
@@ -202,8 +243,9 @@ struct OneSidedRunner {
   void get_reduce(const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
     if (bytes == 0) return;
+    if (dev) return dev->get_reduce(ptr(s.dst), ptr(s.acc), device_remote(s, s.src), s.src.count);
     shm::BufDesc d;
-    const std::uint64_t addr = remote(s, &d);
+    const std::uint64_t addr = remote(s, s.src, &d);
     char* dst = ptr(s.dst);
     const char* acc = ptr(s.acc);
     if (const char* p = w.map(s.peer, d, addr, bytes)) {
@@ -219,19 +261,33 @@ struct OneSidedRunner {
     }
   }
 
+  void put(const plan::Step& s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
+    if (bytes == 0) return;
+    if (dev) return dev->put(device_remote(s, s.dst), ptr(s.src), s.src.count);
+    shm::BufDesc d;
+    w.write_peer(s.peer, remote(s, s.dst, &d), ptr(s.src), bytes);
+  }
+
   void start(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
     switch (s.kind) {
       case plan::StepKind::Copy:
-        if (s.src.count && ptr(s.dst) != ptr(s.src))
+        if (dev) dev->copy(ptr(s.dst), ptr(s.src), s.src.count);
+        else if (s.src.count && ptr(s.dst) != ptr(s.src))
           std::memmove(ptr(s.dst), ptr(s.src), static_cast<std::size_t>(s.src.count) * elem);
         break;
       case plan::StepKind::Reduce:
-        reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        if (dev) dev->reduce(ptr(s.dst), ptr(s.src), s.src.count);
+        else reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
         break;
-      case plan::StepKind::Signal: w.signal(s.peer); break;
+      case plan::StepKind::Signal:
+        if (dev) dev->settle();  // the peer may touch what we wrote: it must be done
+        w.signal(s.peer);
+        break;
       case plan::StepKind::Get: get(s); break;
       case plan::StepKind::GetReduce: get_reduce(s); break;
+      case plan::StepKind::Put: put(s); break;
       case plan::StepKind::Wait: {
         const Pending p{i, s.peer, w.consumed()[static_cast<std::size_t>(s.peer)] + static_cast<std::uint32_t>(s.slot) + 1};
         if (!arrived(p)) {
@@ -309,6 +365,7 @@ struct OneSidedRunner {
       if (pending.empty()) sched.stalled(call.what);
       wait_some();
     }
+    if (dev) dev->flush();  // trailing local work: later stream work sees it
     // Every Wait of this call has consumed its signal.
     auto& consumed = w.consumed();
     for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
@@ -328,6 +385,8 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
          call.what);
   try {
     shm::Window& w = window_of(engine, g, call);
+    std::optional<cuda::DeviceGuard> on_device;
+    if (call.device >= 0) on_device.emplace(call.device);
     OneSidedRunner r(engine, call, w);
     r.run();
   } catch (...) {

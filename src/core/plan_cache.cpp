@@ -21,7 +21,7 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
 
 namespace {
 
-using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool>;
+using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>>;
 
 struct Cache {
   std::mutex mu;
@@ -57,7 +57,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   };
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
-                shared_memory};
+                shared_memory, args.topology.device_of};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

@@ -45,6 +45,7 @@ struct Window::Header {
   alignas(kLine) std::atomic<std::uint32_t> sleeping;
   alignas(kLine) std::atomic<std::uint64_t> completed;  // calls done
   alignas(kLine) BufDesc desc[2][3];
+  alignas(kLine) IpcDesc ipc[2][3];
 };
 
 namespace {
@@ -166,6 +167,13 @@ void Window::publish(int parity, int which, const BufDesc& d) {
 
 BufDesc Window::peer_desc(int peer, int parity, int which) const { return header(peer)->desc[parity][which]; }
 
+void Window::publish_ipc(int parity, int which, const IpcDesc& d) {
+  IpcDesc& slot = header(me_)->ipc[parity][which];
+  if (std::memcmp(&slot, &d, sizeof d) != 0) slot = d;
+}
+
+IpcDesc Window::peer_ipc(int peer, int parity, int which) const { return header(peer)->ipc[parity][which]; }
+
 void Window::signal(int peer) {
   const auto i = static_cast<std::size_t>(peer);
   // seq_cst store, then the flag: pairs with sleep()'s flag, then look.
@@ -246,25 +254,41 @@ const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::siz
   return static_cast<const char*>(local) + (addr - d.base);
 }
 
-void Window::read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes) {
-  const pid_t pid = peers_[static_cast<std::size_t>(peer)].pid;
-  auto* out = static_cast<char*>(dst);
+namespace {
+
+// One process_vm_readv/writev loop (short transfers continue), errors naming
+// the peer. `write`: local -> peer; else peer -> local.
+void peer_copy(const Window& w, int peer, pid_t pid, std::uint64_t addr, char* local_buf, std::size_t bytes,
+               bool write) {
   while (bytes > 0) {
-    iovec local{out, bytes};
+    iovec local{local_buf, bytes};
     iovec remote{reinterpret_cast<void*>(addr), bytes};
-    const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    const ssize_t n = write ? ::process_vm_writev(pid, &local, 1, &remote, 1, 0)
+                            : ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
     if (n <= 0) {
       if (n < 0 && errno == EINTR) continue;
-      if (peer_gone(peer) || (n < 0 && errno == ESRCH))
-        fail_peer(ErrorCode::PeerFailure, world_rank(peer), "rank {} died while its memory was being read",
-                  world_rank(peer));
-      fail_peer(ErrorCode::Transport, world_rank(peer), "reading {} bytes of rank {}'s memory failed: {}", bytes,
-                world_rank(peer), n < 0 ? errno_text() : std::string("nothing read"));
+      const int rank = w.world_rank(peer);
+      if (w.peer_gone(peer) || (n < 0 && errno == ESRCH))
+        fail_peer(ErrorCode::PeerFailure, rank, "rank {} died while its memory was being {}", rank,
+                  write ? "written" : "read");
+      fail_peer(ErrorCode::Transport, rank, "{} {} bytes of rank {}'s memory failed: {}", write ? "writing" : "reading",
+                bytes, rank, n < 0 ? errno_text() : std::string("nothing moved"));
     }
-    out += n;
+    local_buf += n;
     addr += static_cast<std::uint64_t>(n);
     bytes -= static_cast<std::size_t>(n);
   }
+}
+
+}  // namespace
+
+void Window::read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes) {
+  peer_copy(*this, peer, peers_[static_cast<std::size_t>(peer)].pid, addr, static_cast<char*>(dst), bytes, false);
+}
+
+void Window::write_peer(int peer, std::uint64_t addr, const void* src, std::size_t bytes) {
+  peer_copy(*this, peer, peers_[static_cast<std::size_t>(peer)].pid, addr,
+            const_cast<char*>(static_cast<const char*>(src)), bytes, true);
 }
 
 char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDesc* desc) {

@@ -20,6 +20,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -46,10 +47,22 @@ struct BufDesc {
   std::uint64_t addr = 0;   // in the owner's address space
   std::uint64_t bytes = 0;
   std::int32_t fd = -1;     // memfd in the owner (shareable), kInBlock, else -1
-  std::uint32_t pad = 0;
+  // 0: host memory. d + 1: memory of the owner's CUDA device d, shared
+  // through CUDA IPC (the window's IpcDesc for the same slot says how to
+  // open it; addr is the owner's device pointer). Zero-filled blocks read
+  // as host memory.
+  std::int32_t cuda = 0;
   std::uint64_t gen = 0;    // SharedAllocation::gen
   std::uint64_t base = 0;   // SharedAllocation::base
   std::uint64_t size = 0;   // SharedAllocation::size
+};
+
+// How a peer opens a device buffer: a cudaIpcMemHandle_t of the allocation
+// holding it and the buffer's offset in that allocation. Kept apart from
+// BufDesc so that host calls copy and compare only the small descriptor.
+struct IpcDesc {
+  std::array<unsigned char, 64> handle{};
+  std::uint64_t offset = 0;
 };
 
 class Window {
@@ -72,12 +85,17 @@ class Window {
   // --- descriptors (which = 0 Input, 1 Output, 2 Scratch) -------------------
   void publish(int parity, int which, const BufDesc& d);
   BufDesc peer_desc(int peer, int parity, int which) const;
+  // Device buffers (BufDesc::cuda != 0): published before the BufDesc.
+  void publish_ipc(int parity, int which, const IpcDesc& d);
+  IpcDesc peer_ipc(int peer, int parity, int which) const;
   // The peer's bytes [addr, addr + bytes) as mapped here, mapping the
   // allocation on first use; nullptr when the buffer is not shareable.
   const char* map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes);
   // One copy from the peer's memory (process_vm_readv); throws braid::Error
   // naming the peer if it is gone.
   void read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes);
+  // One copy into the peer's memory (process_vm_writev), the same way.
+  void write_peer(int peer, std::uint64_t addr, const void* src, std::size_t bytes);
 
   // --- signals ---------------------------------------------------------------
   void signal(int peer);

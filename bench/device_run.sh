@@ -80,9 +80,16 @@ step "host side (Catch2)"          60  "$bin/test_cuda_host"
 step "kernels vs CPU, bit for bit" 120 "$bin/test_cuda_kernels"
 step "ops on device tensors"       420 "$bin/test_cuda_ops"
 step "reduce kernels vs D2D copy"  90  "$bin/cuda-reduce-bench" --mib 256
-step "all_reduce 256 MiB, 2 ranks" 120 "$bin/time-cuda-all-reduce" --mib 256 --ranks 2 --iters 10
-step "  same, bfloat16"            120 "$bin/time-cuda-all-reduce" --mib 256 --ranks 2 --iters 10 --dtype bfloat16
+T="$bin/time-cuda-all-reduce"
+step "all_reduce 256 MiB, 2 ranks"  120 "$T" --mib 256 --ranks 2 --iters 20 --breakdown
+step "  same, bfloat16"             120 "$T" --mib 256 --ranks 2 --iters 20 --dtype bfloat16
+step "  same, in place"             120 "$T" --mib 256 --ranks 2 --iters 20 --inplace
+step "  same, algo twoshot"         120 "$T" --mib 256 --ranks 2 --iters 20 --algo twoshot
+step "  same, algo ring (staged)"   120 "$T" --mib 256 --ranks 2 --iters 5 --algo ring
+step "all_reduce 256 MiB, 4 ranks"  120 "$T" --mib 256 --ranks 4 --iters 20
+step "all_reduce 1 MiB, 2 ranks"    120 "$T" --mib 1 --ranks 2 --iters 50
+step "  same, bfloat16"             120 "$T" --mib 1 --ranks 2 --iters 50 --dtype bfloat16
 
 echo; echo "=== summary"
 printf '%s\n' "${summary[@]}"
-grep -E '^(kernel +dtype|cudaMemcpyAsync D2D|reduce3 sum \(16-byte|ratio to floor|all_reduce .* median|copy D2D|device: )' "$log" | tail -20
+grep -E '^(kernel +dtype|cudaMemcpyAsync D2D|reduce3 sum \(16-byte|ratio to floor|all_reduce .* median|breakdown)' "$log" | tail -30

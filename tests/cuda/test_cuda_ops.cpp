@@ -448,7 +448,9 @@ void p2p(Rank& r) {
         w.wait();
         RANK_CHECK_MSG(w.source_rank() == peer, what << ": source " << w.source_rank());
         // After wait() the data is in device memory, whatever stream reads it.
-        check(what, host_side ? h : d.download(other.get()), count,
+        // (A zero-element op enqueues nothing on the stream, so only the
+        // stream itself orders the poisoning before the guard check.)
+        check(what, host_side ? h : d.download(count ? other.get() : r.s()), count,
               [&](std::int64_t i) { return payload.at(i); });
       }
     }
@@ -545,6 +547,28 @@ void errors(Rank& r) {
   r.cases += 3;
 }
 
+// One rank passes host memory where its peer passes device memory: an error
+// on both within the timeout, not a hang and not a read of the wrong kind of
+// memory. The device rank's first call on a group waits for every rank's
+// GPU, which a host rank never names: both time out, the device rank saying
+// why. On a group of its own, last: a failed call leaves that group's window
+// unusable (one_sided.cpp). (Once a group's GPUs are known, a mismatch is an
+// InvalidArgument naming the peer at once: one_sided.cpp checks every
+// buffer's kind.)
+void mixed_kinds(Rank& r) {
+  if (r.n != 2) return;
+  ++r.cases;
+  const braid::Group g = braid::new_group({0, 1});
+  std::vector<float> host(1000, 1.0f);
+  DBuf d(DType::Float32, 1000, r.device);
+  d.poison(r.s());
+  const braid::OpOptions o{.group = &g, .timeout = std::chrono::seconds(3), .stream = r.s(), .algorithm = "push"};
+  const Tensor t = r.me == 0 ? braid::tensor(host.data(), 1000) : d.t();
+  expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, o); }, braid::ErrorCode::Timeout,
+               r.me == 0 ? "rank 1" : "rank 0 did not say which GPU it uses before the timeout: when one rank "
+                                      "passes CUDA device tensors to a collective every rank must");
+}
+
 bool usable_in_child() {
   std::fflush(stdout);
   const pid_t pid = ::fork();
@@ -590,6 +614,7 @@ int main() {
       async_completion(r);
       run_matrix(r);
       braid::barrier();
+      mixed_kinds(r);
       if (rank == 0) std::printf("world %d: %ld cases on device tensors match the CPU reference\n", world, r.cases);
     }, {.timeout_s = 480, .env = {}});
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -1,7 +1,16 @@
 // time-cuda-all-reduce: all_reduce of device tensors between ranks sharing
 // one GPU, against the floor the bytes it must move set (issue #6, part 5).
 //
-//   time-cuda-all-reduce [--mib 256] [--ranks 2] [--iters 10] [--algo NAME] [--dtype float32]
+//   time-cuda-all-reduce [--mib 256] [--ranks 2] [--iters 10] [--algo NAME] [--dtype float32] [--inplace]
+//                        [--breakdown]
+// Out of place by default (input untouched, output overwritten, as
+// nccl-tests do): between calls no rank submits other GPU work. --inplace
+// resets every rank's buffer before each call (a fill on every rank's
+// stream, outside the timed region), so each call also pays for the GPU
+// switching back from the other processes' fills.
+// --breakdown: rank 0 also times, alone, the pieces a direct (CUDA IPC) call
+// is made of: exporting a buffer's IPC handle, waiting for an idle stream
+// through an event, and the fused kernel that reduces two buffers into two.
 //
 // In the same run (rank 0, before the timed ops) a device-to-device copy of
 // the same size measures the copy bandwidth B, counting bytes read plus
@@ -36,6 +45,8 @@ struct Options {
   int ranks = 2;
   int iters = 10;
   std::string algo;
+  bool breakdown = false;
+  bool inplace = false;
   braid::DType dtype = braid::DType::Float32;
 };
 
@@ -48,6 +59,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--ranks" && has) o.ranks = std::atoi(argv[++i]);
     else if (a == "--iters" && has) o.iters = std::atoi(argv[++i]);
     else if (a == "--algo" && has) o.algo = argv[++i];
+    else if (a == "--breakdown") o.breakdown = true;
+    else if (a == "--inplace") o.inplace = true;
     else if (a == "--dtype" && has && std::string(argv[i + 1]) == "bfloat16") ++i, o.dtype = braid::DType::BFloat16;
     else if (a == "--dtype" && has && std::string(argv[i + 1]) == "float32") ++i;
     else {
@@ -113,20 +126,58 @@ int main(int argc, char** argv) {
       copy_gbs = 2.0 * static_cast<double>(bytes) / (median(ms) * 1e-3) / 1e9;
     }
 
+    if (rank == 0 && o.breakdown) {
+      using us = std::chrono::duration<double, std::micro>;
+      std::vector<double> exp_us, settle_us, fan_ms;
+      bc::Event e;
+      for (int i = 0; i < 50; ++i) {
+        const auto a = Clock::now();
+        (void)bc::ipc_export(data.data());
+        exp_us.push_back(us(Clock::now() - a).count());
+        const auto b = Clock::now();
+        e.record(s);
+        e.synchronize();
+        settle_us.push_back(us(Clock::now() - b).count());
+      }
+      void* dsts[2] = {data.data(), scratch.data()};
+      const void* srcs[2] = {data.data(), scratch.data()};
+      for (int i = 0; i < o.iters + 2; ++i) {
+        bc::fill_bytes(data.data(), 0x3c, bytes, s);
+        bc::fill_bytes(scratch.data(), 0x3d, bytes, s);
+        bc::Event a(true), b(true);
+        a.record(s);
+        bc::reduce_fan(dsts, 2, srcs, 2, count, o.dtype, braid::ReduceOp::Sum, s);
+        b.record(s);
+        b.synchronize();
+        if (i >= 2) fan_ms.push_back(bc::Event::elapsed_ms(a, b));
+      }
+      std::printf("breakdown: ipc_export %.1f us (median of 50, first %.1f), idle-stream event sync %.1f us, "
+                  "fan 2->2 kernel %.3f ms = %.1f GB/s (read + written)\n",
+                  median(exp_us), exp_us[0], median(settle_us), median(fan_ms),
+                  4.0 * static_cast<double>(bytes) / (median(fan_ms) * 1e-3) / 1e9);
+    }
+
     braid_test::init_env();
     braid::OpOptions op{.stream = s, .algorithm = o.algo.empty() ? nullptr : o.algo.c_str()};
     const braid::Tensor t = braid::tensor(data.data(), count, o.dtype, braid::Device::cuda(0));
+    const braid::Tensor out = braid::tensor(scratch.data(), count, o.dtype, braid::Device::cuda(0));
+    bc::fill_bytes(data.data(), 0x3c + rank, bytes, s);
+    bc::stream_synchronize(s);
     std::vector<double> secs;
     for (int i = 0; i < o.iters + 2; ++i) {
-      // Reset the input (the sums would grow without bound otherwise).
-      bc::fill_bytes(data.data(), 0x3c + rank, bytes, s);
-      bc::stream_synchronize(s);
+      if (o.inplace) {
+        // Reset the input (the sums would grow without bound otherwise).
+        bc::fill_bytes(data.data(), 0x3c + rank, bytes, s);
+        bc::stream_synchronize(s);
+      }
       braid::barrier();
       const auto t0 = Clock::now();
-      braid::all_reduce(t, braid::ReduceOp::Sum, op);
+      if (o.inplace) braid::all_reduce(t, braid::ReduceOp::Sum, op);
+      else braid::all_reduce(t, out, braid::ReduceOp::Sum, op);
       bc::stream_synchronize(s);
       const auto t1 = Clock::now();
       if (i >= 2) secs.push_back(std::chrono::duration<double>(t1 - t0).count());
+
     }
     if (rank == 0) {
       const double t_med = median(secs);
@@ -134,9 +185,9 @@ int main(int argc, char** argv) {
       const double floor_s = floor_bytes / (copy_gbs * 1e9);
       std::printf("device: %s\n", bc::device_name(0).c_str());
       std::printf("copy D2D %zu MiB: %.1f GB/s (read + written)\n", o.mib, copy_gbs);
-      std::printf("all_reduce %s %zu MiB x %d ranks on one GPU, algo %s: median %.3f ms over %d runs\n",
-                  braid::dtype_name(o.dtype), o.mib, o.ranks, o.algo.empty() ? "auto" : o.algo.c_str(),
-                  t_med * 1e3, o.iters);
+      std::printf("all_reduce %s %zu MiB x %d ranks on one GPU, %s, algo %s: median %.3f ms over %d runs\n",
+                  braid::dtype_name(o.dtype), o.mib, o.ranks, o.inplace ? "in place" : "out of place",
+                  o.algo.empty() ? "auto" : o.algo.c_str(), t_med * 1e3, o.iters);
       std::printf("floor (%d x %zu MiB read + %d x %zu MiB written at the copy bandwidth): %.3f ms\n",
                   o.ranks, o.mib, o.ranks, o.mib, floor_s * 1e3);
       std::printf("ratio to floor: %.2f (issue #6 asks <= 1.25)\n", t_med / floor_s);

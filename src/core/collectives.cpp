@@ -69,6 +69,9 @@ struct DeviceAlgorithms {
 };
 constexpr DeviceAlgorithms kDeviceAlgorithms[] = {
     {Collective::AllReduce, "push", {"push", "twoshot"}},
+    {Collective::Broadcast, "peer_read", {"peer_read"}},
+    {Collective::AllGather, "peer_read", {"peer_read"}},
+    {Collective::ReduceScatter, "peer_read", {"peer_read"}},
 };
 
 // Whether c runs directly on device memory (see above); sets c.device and
@@ -308,8 +311,11 @@ Work broadcast(const Tensor& t, int src, const OpOptions& o) { return broadcast(
 Work broadcast(const Tensor& input_arg, const Tensor& output_arg, int src, const OpOptions& o) {
   Call c = make(Collective::Broadcast, "broadcast", o);
   const bool root = root_of(c, src, "src") == c.group->my_rank;
-  const Tensor input = root ? stage(c, input_arg, StageDir::In, "input") : input_arg;
-  const Tensor output = root && input_arg.data == output_arg.data  // in place: the root's stays as it is
+  const bool direct = root ? direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}})
+                           : direct_device(c, o, {{&output_arg, "output"}});
+  const Tensor input = root && !direct ? stage(c, input_arg, StageDir::In, "input") : input_arg;
+  const Tensor output = direct ? output_arg
+                        : root && input_arg.data == output_arg.data  // in place: the root's stays as it is
                             ? input
                             : stage(c, output_arg, StageDir::Out, "output");
   check_tensor(output, "output", c.what);
@@ -324,7 +330,8 @@ Work broadcast(const Tensor& input_arg, const Tensor& output_arg, int src, const
   c.count = output.count;
   c.buffers.output = output.data;
   if (is_root && input.data != output.data)
-    c.before = [=] { copy_bytes(output.data, input.data, output.nbytes()); };
+    c.before = direct ? device_copy(c, output.data, input.data, output.nbytes())
+                      : [=] { copy_bytes(output.data, input.data, output.nbytes()); };
   return run(std::move(c), o);
 }
 
@@ -387,8 +394,9 @@ Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp
 
 Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather_into_tensor", o);
-  const Tensor output = stage(c, output_arg, StageDir::Out, "output");  // first: input may lie inside it
-  const Tensor input = stage(c, input_arg, StageDir::In, "input");
+  const bool direct = direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
+  const Tensor output = direct ? output_arg : stage(c, output_arg, StageDir::Out, "output");  // first: input may lie inside it
+  const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);
@@ -399,7 +407,8 @@ Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, c
   c.buffers.input = input.data;
   c.buffers.output = output.data;
   char* mine = static_cast<char*>(output.data) + static_cast<std::size_t>(c.group->my_rank) * input.nbytes();
-  c.before = [=] { copy_bytes(mine, input.data, input.nbytes()); };
+  c.before = direct ? device_copy(c, mine, input.data, input.nbytes())
+                    : [=] { copy_bytes(mine, input.data, input.nbytes()); };
   return run(std::move(c), o);
 }
 
@@ -485,8 +494,17 @@ Work scatter(const Tensor& output_arg, const std::vector<Tensor>* inputs_arg, in
 
 Work reduce_scatter_tensor(const Tensor& output_arg, const Tensor& input_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::ReduceScatter, "reduce_scatter_tensor", o);
-  const Tensor input = stage(c, input_arg, StageDir::In, "input");  // first: output may lie inside it
-  const Tensor output = stage(c, output_arg, StageDir::Out, "output");
+  // In place (output inside input) is staged: the plans read Input while
+  // writing Output, and device memory has no private buffer to spare.
+  const auto overlaps = [](const Tensor& a, const Tensor& b) {
+    const auto* x = static_cast<const char*>(a.data);
+    const auto* y = static_cast<const char*>(b.data);
+    return a.nbytes() > 0 && b.nbytes() > 0 && x < y + b.nbytes() && y < x + a.nbytes();
+  };
+  const bool direct = !overlaps(input_arg, output_arg) &&
+                      direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
+  const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");  // first: output may lie inside it
+  const Tensor output = direct ? output_arg : stage(c, output_arg, StageDir::Out, "output");
   check_tensor(input, "input", c.what);
   check_tensor(output, "output", c.what);
   same_dtype(input, output, "input", "output", c.what);

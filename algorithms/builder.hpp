@@ -130,4 +130,18 @@ class PlanBuilder {
   std::vector<std::int32_t> sent_, received_, signaled_, waited_;
 };
 
+// The all-reduce cases every reads_input plan (oneshot, twoshot, push)
+// handles alike: nothing to do (count 0), or one rank (Output = Input).
+// Marks the plan reads_input; true when `b` is then complete.
+inline bool reads_input_allreduce_trivial(PlanBuilder& b) {
+  b.reads_input();
+  const std::int64_t c = b.args().count;
+  if (c == 0) return true;
+  if (b.nranks() == 1) {
+    b.copy(0, in(0, c), out(0, c));
+    return true;
+  }
+  return false;
+}
+
 }  // namespace braid::plan

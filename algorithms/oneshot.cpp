@@ -76,14 +76,9 @@ void reduce_in_rank_order(PlanBuilder& b, int r, Span at, Span own, Span first_a
 // not its Input: in place, Input is Output and has been overwritten by then.
 Plan oneshot_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "oneshot");
-  b.reads_input();
+  if (reads_input_allreduce_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
-  if (c == 0) return b.finish();
-  if (n == 1) {
-    b.copy(0, in(0, c), out(0, c));
-    return b.finish();
-  }
   for (int r = 0; r < n; ++r) {
     const int copied = publish(b, r, in(0, c), everyone(n));
     const auto waited = wait_all(b, r);

@@ -53,14 +53,9 @@ namespace braid::plan {
 // one "oneshot" computes.
 Plan push_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "push");
-  b.reads_input();
+  if (reads_input_allreduce_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
-  if (c == 0) return b.finish();
-  if (n == 1) {
-    b.copy(0, in(0, c), out(0, c));
-    return b.finish();
-  }
   const auto u = [](int q) { return static_cast<std::size_t>(q); };
   // Which ranks own blocks: one per GPU when the ranks' GPUs are known.
   const std::vector<int>& dev = args.topology.device_of;

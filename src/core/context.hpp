@@ -45,7 +45,10 @@ struct GroupImpl {
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)
   // Collectives directly on device memory (CUDA IPC): the device this rank
   // uses with the group (-1 before the first such call) and which members
-  // share a GPU (device_topology.hpp). Under one_sided_mu.
+  // share a GPU (device_topology.hpp). Under device_mu, a mutex of its own:
+  // the first call holds it while it waits for the peers, and a call that
+  // needs one_sided_mu to hand on its turn must not wait behind that.
+  std::mutex device_mu;
   int cuda_device = -1;
   std::vector<int> device_of;
 };

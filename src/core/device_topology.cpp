@@ -15,7 +15,7 @@ namespace braid {
 
 const std::vector<int>& device_topology(Engine& e, detail::GroupImpl& g, int device, Deadline until,
                                         const char* what) {
-  std::lock_guard lk(g.one_sided_mu);
+  std::lock_guard lk(g.device_mu);
   if (g.cuda_device >= 0) {
     if (device != g.cuda_device)
       fail(ErrorCode::InvalidArgument,

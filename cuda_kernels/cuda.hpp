@@ -149,6 +149,10 @@ struct PointerInfo {
   int device = -1;           // ordinal for Device/Managed (and pinned host), -1 for Host
   void* base = nullptr;      // Device: start of the allocation holding p; else nullptr
   std::size_t size = 0;      // Device: that allocation's size in bytes; else 0
+  // Device: cudaIpcGetMemHandle can share it (cudaMalloc'd; not memory from
+  // a stream-ordered pool or the virtual memory API). True where the driver
+  // cannot say.
+  bool ipc_capable = false;
 };
 
 // Never throws for an address the driver does not know (that is Host);
@@ -191,8 +195,11 @@ class PinnedBuffer {
 // allocation with ipc_open(handle), once per process: the mapping is cached,
 // keyed by the handle's bytes, and later opens of the same handle return the
 // same base address. Mappings are closed when evicted (ipc_evict, e.g. when
-// the exporter says it freed the memory), when 64 newer ones push the least
-// recently opened out, or at process exit.
+// the exporter says it freed the memory), to make room (at most 64 open and
+// a quarter of the device's memory mapped, at least 1 GiB: the least
+// recently used unpinned one goes first), or at process exit. A mapping
+// keeps the exporter's memory alive after it frees it: the bounds are what
+// a process can hold of its peers' freed memory.
 //
 // Visibility: the mapping is the same memory, not a copy. Writes by one
 // process are seen by another only once they are complete and the reader is
@@ -212,6 +219,7 @@ struct IpcExport {
   std::size_t offset = 0;   // p - allocation base
   std::size_t size = 0;     // the allocation's size in bytes
   int device = -1;          // the device the allocation lives on
+  std::uint64_t buffer_id = 0;  // the driver's id of the allocation (never reused); 0 if unknown
 };
 
 // The handle for device memory p (any address inside a cudaMalloc'd
@@ -224,9 +232,15 @@ IpcExport ipc_export(const void* p);
 // address here; opened once per process, then served from the cache. An
 // export of this same process cannot be opened (CUDA refuses): use p itself.
 void* ipc_open(const IpcHandle& h);
+// The same, and pins the mapping: it is not closed (by the cache making
+// room, or ipc_evict) until as many ipc_unpin calls: for mappings that
+// enqueued work may still use.
+void* ipc_open_pinned(const IpcHandle& h);
+void ipc_unpin(const IpcHandle& h);
 
-// Closes the mapping if open (cudaIpcCloseMemHandle) and forgets it; every
-// pointer into it is invalid afterwards. Returns whether it was open.
+// Closes the mapping if open and not pinned (cudaIpcCloseMemHandle) and
+// forgets it; every pointer into it is invalid afterwards. Returns whether
+// it closed one.
 bool ipc_evict(const IpcHandle& h);
 // Closes every cached mapping (also done at process exit).
 void ipc_evict_all() noexcept;
@@ -269,6 +283,8 @@ class Stream {
 };
 
 void stream_synchronize(void* stream);
+// True once every piece of work enqueued on the stream is done (no wait).
+bool stream_done(void* stream);
 
 class Event;
 // stream's work enqueued after this call waits for `event` (cudaStreamWaitEvent).

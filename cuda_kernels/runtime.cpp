@@ -6,6 +6,7 @@
 #include <cuda.h>  // driver types only (CUresult, CUdeviceptr): libcuda is never linked
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
@@ -383,6 +384,14 @@ PointerInfo pointer_info(const void* p) {
       }
     }
   }
+  if (info.kind == MemoryKind::Device) {
+    int capable = 1;  // where the driver cannot say, assume cudaMalloc's memory
+    if (PointerAttributeFn attr = pointer_attribute_fn())
+      if (attr(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, reinterpret_cast<CUdeviceptr>(p)) !=
+          CUDA_SUCCESS)
+        capable = 1;
+    info.ipc_capable = capable != 0;
+  }
   return info;
 }
 
@@ -424,29 +433,22 @@ static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(IpcHandle::bytes));
 
 // Opened peer allocations, by handle bytes. cudaIpcOpenMemHandle may map a
 // given handle only once per process (a second open fails), so every user in
-// the process must share one mapping: this table is that sharing. It holds at
-// most kMaxOpen mappings and closes the least recently used one to make room:
-// a program that allocates afresh for every call would otherwise keep every
-// freed allocation of its peers alive through our mappings.
+// the process must share one mapping: this table is that sharing. A mapping
+// keeps the exporter's memory alive after it frees it, so the table is
+// bounded, by count and by bytes; to make room it closes the least recently
+// used mapping that no enqueued work may still use (not pinned).
 class IpcCache {
  public:
   static constexpr std::size_t kMaxOpen = 64;
 
   ~IpcCache() { close_all(); }  // at exit; errors are moot by then
 
-  void* open(const IpcHandle& h) {
+  void* open(const IpcHandle& h, bool pin) {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = open_.find(h.bytes); it != open_.end()) {
       it->second.last_use = ++clock_;
+      it->second.pins += pin ? 1 : 0;
       return it->second.base;
-    }
-    if (open_.size() >= kMaxOpen) {
-      auto oldest = open_.begin();
-      for (auto it = open_.begin(); it != open_.end(); ++it)
-        if (it->second.last_use < oldest->second.last_use) oldest = it;
-      (void)cudaIpcCloseMemHandle(oldest->second.base);
-      (void)cudaGetLastError();
-      open_.erase(oldest);
     }
     cudaIpcMemHandle_t handle;
     std::memcpy(&handle, h.bytes.data(), sizeof handle);
@@ -458,16 +460,27 @@ class IpcCache {
            "another process on this host, whose allocation is still alive)",
            cudaGetErrorName(e), cudaGetErrorString(e));
     }
-    open_.emplace(h.bytes, Mapping{p, ++clock_});
+    std::size_t bytes = 0;
+    if (AddressRangeFn fn = address_range_fn()) {
+      CUdeviceptr base = 0;
+      if (fn(&base, &bytes, reinterpret_cast<CUdeviceptr>(p)) != CUDA_SUCCESS) bytes = 0;
+    }
+    make_room(bytes);
+    open_.emplace(h.bytes, Mapping{p, ++clock_, bytes, pin ? 1 : 0});
+    bytes_ += bytes;
     return p;
+  }
+
+  void unpin(const IpcHandle& h) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = open_.find(h.bytes); it != open_.end() && it->second.pins > 0) --it->second.pins;
   }
 
   bool evict(const IpcHandle& h) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = open_.find(h.bytes);
-    if (it == open_.end()) return false;
-    const cudaError_t e = cudaIpcCloseMemHandle(it->second.base);
-    open_.erase(it);
+    if (it == open_.end() || it->second.pins > 0) return false;
+    const cudaError_t e = close(it);
     if (e != cudaSuccess) fail_cuda(e, "cudaIpcCloseMemHandle");
     return true;
   }
@@ -476,6 +489,7 @@ class IpcCache {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [bytes, m] : open_) (void)cudaIpcCloseMemHandle(m.base);
     open_.clear();
+    bytes_ = 0;
     (void)cudaGetLastError();
   }
 
@@ -488,10 +502,42 @@ class IpcCache {
   struct Mapping {
     void* base;
     std::uint64_t last_use;
+    std::size_t bytes;
+    int pins;
   };
+  using Map = std::map<std::array<unsigned char, 64>, Mapping>;
+
+  cudaError_t close(Map::iterator it) {
+    const cudaError_t e = cudaIpcCloseMemHandle(it->second.base);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    bytes_ -= it->second.bytes;
+    open_.erase(it);
+    return e;
+  }
+
+  // Closes unpinned mappings, least recently used first, until one more of
+  // `incoming` bytes fits both bounds (or nothing unpinned is left).
+  void make_room(std::size_t incoming) {
+    if (byte_cap_ == 0) {
+      std::size_t free_b = 0, total = 0;
+      byte_cap_ = std::size_t{1} << 30;
+      if (cudaMemGetInfo(&free_b, &total) == cudaSuccess) byte_cap_ = std::max(byte_cap_, total / 4);
+      else (void)cudaGetLastError();
+    }
+    while (open_.size() >= kMaxOpen || (bytes_ + incoming > byte_cap_ && !open_.empty())) {
+      auto oldest = open_.end();
+      for (auto it = open_.begin(); it != open_.end(); ++it)
+        if (it->second.pins == 0 && (oldest == open_.end() || it->second.last_use < oldest->second.last_use))
+          oldest = it;
+      if (oldest == open_.end()) return;  // all in use: go over the bounds rather than break a kernel
+      (void)close(oldest);
+    }
+  }
+
   std::mutex mu_;
   std::uint64_t clock_ = 0;
-  std::map<std::array<unsigned char, 64>, Mapping> open_;
+  std::size_t bytes_ = 0, byte_cap_ = 0;
+  Map open_;
 };
 
 IpcCache& ipc_cache() {
@@ -517,6 +563,9 @@ IpcExport ipc_export(const void* p) {
   // gets its own handle, never the stale one.
   std::uint64_t id = 0;
   const PointerAttributeFn attr = pointer_attribute_fn();
+  if (!info.ipc_capable)
+    fail(ErrorCode::InvalidArgument, "CUDA ipc_export: {} is device memory CUDA IPC cannot share (a stream-ordered "
+         "pool's or the virtual memory API's): expected memory from cudaMalloc", p);
   // (pointer_info above made sure a context is current for driver calls.)
   const bool keyed = attr && attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, reinterpret_cast<CUdeviceptr>(info.base)) ==
                                  CUDA_SUCCESS;
@@ -541,12 +590,22 @@ IpcExport ipc_export(const void* p) {
                                         static_cast<const char*>(info.base));
   out.size = info.size;
   out.device = info.device;
+  out.buffer_id = keyed ? id : 0;
   return out;
 }
 
 void* ipc_open(const IpcHandle& h) {
   require_available("CUDA ipc_open");
-  return ipc_cache().open(h);
+  return ipc_cache().open(h, false);
+}
+
+void* ipc_open_pinned(const IpcHandle& h) {
+  require_available("CUDA ipc_open");
+  return ipc_cache().open(h, true);
+}
+
+void ipc_unpin(const IpcHandle& h) {
+  if (available()) ipc_cache().unpin(h);
 }
 
 bool ipc_evict(const IpcHandle& h) {
@@ -578,6 +637,17 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 void stream_synchronize(void* stream) {
   require_available("CUDA stream_synchronize");
   check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize");
+}
+
+bool stream_done(void* stream) {
+  require_available("CUDA stream_done");
+  const cudaError_t e = cudaStreamQuery(as_stream(stream));
+  if (e == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  check(e, "cudaStreamQuery");
+  return true;
 }
 
 void stream_wait_event(void* stream, const Event& event) { event.wait_on(stream); }

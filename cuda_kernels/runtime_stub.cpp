@@ -82,6 +82,8 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
 
 IpcExport ipc_export(const void*) { unsupported("CUDA ipc_export"); }
 void* ipc_open(const IpcHandle&) { unsupported("CUDA ipc_open"); }
+void* ipc_open_pinned(const IpcHandle&) { unsupported("CUDA ipc_open"); }
+void ipc_unpin(const IpcHandle&) {}
 bool ipc_evict(const IpcHandle&) { unsupported("CUDA ipc_evict"); }
 void ipc_evict_all() noexcept {}
 std::size_t ipc_open_count() { return 0; }
@@ -97,6 +99,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 void stream_synchronize(void*) { unsupported("CUDA stream_synchronize"); }
+bool stream_done(void*) { unsupported("CUDA stream_done"); }
 void stream_wait_event(void*, const Event&) { unsupported("CUDA event"); }
 Stream::Stream() { unsupported("CUDA stream"); }
 Stream::~Stream() = default;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <thread>
 
 #include "braid/ops.hpp"
 #include "common/errors.hpp"
@@ -102,8 +103,11 @@ bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> ten
     }
     for (const auto& [t, tname] : tensors) {
       check_tensor(*t, tname, c.what);
-      // Managed memory cannot be shared through CUDA IPC: it is staged.
-      if (detail::check_device_memory(*t, tname, c.what).kind != cuda::MemoryKind::Device) return false;
+      // Memory CUDA IPC cannot share (managed, a stream-ordered pool's, the
+      // virtual memory API's) is staged. A peer that goes direct meanwhile
+      // gets an error naming this rank (one_sided.cpp checks every buffer).
+      const cuda::PointerInfo info = detail::check_device_memory(*t, tname, c.what);
+      if (info.kind != cuda::MemoryKind::Device || !info.ipc_capable) return false;
     }
     c.device = device;
     c.device_algorithm = name;
@@ -115,6 +119,7 @@ bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> ten
 // dst = src on the call's device and stream (a direct device call's
 // init_output).
 std::function<void()> device_copy(const Call& c, void* dst, const void* src, std::size_t bytes) {
+  if (dst == src) return {};
   return [dst, src, bytes, device = c.device, stream = c.stream] {
     cuda::DeviceGuard on(device);
     cuda::copy(dst, src, bytes, stream);
@@ -256,9 +261,14 @@ Work run(Call c, const OpOptions& o) {
     execute(*engine, call);
     if (c.after) c.after();
     if (c.device >= 0 && async) {
-      // An async Work completes once its device work has.
+      // An async Work completes once its device work has (polled, so that
+      // the op's deadline holds).
       cuda::DeviceGuard on(c.device);
-      cuda::stream_synchronize(c.stream);
+      while (!cuda::stream_done(c.stream)) {
+        if (deadline.expired())
+          fail(ErrorCode::Timeout, "{}: its device work on the CUDA stream did not finish before the timeout", c.what);
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
     }
     if (staging) {
       staging->end();  // results back to the device, in stream order

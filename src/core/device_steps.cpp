@@ -1,5 +1,7 @@
 #include "core/device_steps.hpp"
 
+#include <thread>
+
 #include "common/errors.hpp"
 #include "cuda_kernels/cuda.hpp"
 
@@ -18,16 +20,90 @@ shm::BufDesc DeviceSteps::describe(const void* p, std::size_t bytes, int device,
     const cuda::IpcExport e = cuda::ipc_export(p);
     ipc->handle = e.handle.bytes;
     ipc->offset = e.offset;
+    ipc->buffer_id = e.buffer_id;
     d.base = d.addr - e.offset;
     d.size = e.size;
   }
   return d;
 }
 
-char* DeviceSteps::open_peer(const shm::BufDesc& d, const shm::IpcDesc& ipc, std::uint64_t off) {
+char* DeviceSteps::open_peer(shm::Window& w, int peer, const shm::BufDesc& d, const shm::IpcDesc& ipc,
+                             std::uint64_t off) {
+  if (off > d.bytes || ipc.offset + d.bytes > d.size)
+    fail_peer(ErrorCode::Transport, w.world_rank(peer), "rank {} described a device buffer outside its allocation",
+              w.world_rank(peer));
+  auto& seen = w.ipc_seen(peer);
+  bool known = false;
+  for (std::size_t i = 0; i < seen.size();) {
+    if (seen[i].buffer_id == ipc.buffer_id && seen[i].handle == ipc.handle) {
+      known = true;
+      ++i;
+    } else if (seen[i].base < d.base + d.size && d.base < seen[i].base + seen[i].size) {
+      cuda::IpcHandle old;
+      old.bytes = seen[i].handle;
+      (void)cuda::ipc_evict(old);  // the peer freed it; a pinned one goes later, with the cache
+      seen[i] = seen.back();
+      seen.pop_back();
+    } else {
+      ++i;
+    }
+  }
+  if (!known) seen.push_back({ipc.handle, d.base, d.size, ipc.buffer_id});
   cuda::IpcHandle h;
   h.bytes = ipc.handle;
-  return static_cast<char*>(cuda::ipc_open(h)) + ipc.offset + off;
+  char* base = static_cast<char*>(cuda::ipc_open_pinned(h));
+  pinned_.push_back(ipc.handle);
+  return base + ipc.offset + off;
+}
+
+void DeviceSteps::release_pins() {
+  for (const auto& bytes : pinned_) {
+    cuda::IpcHandle h;
+    h.bytes = bytes;
+    cuda::ipc_unpin(h);
+  }
+  pinned_.clear();
+}
+
+DeviceSteps::~DeviceSteps() {
+  if (pinned_.empty()) return;
+  // Work that may read or write a peer's memory could still be running: the
+  // mappings must outlive it (an error brought us here, or a plan ended
+  // with a peer access after its last signal).
+  try {
+    flush();
+    cuda::stream_synchronize(stream_);
+  } catch (...) {
+    return;  // keep them pinned: leaking a mapping beats closing one in use
+  }
+  release_pins();
+}
+
+bool DeviceSteps::wait_once(Deadline until, const char* what) {
+  // Spin (yielding) for the first milliseconds: a kernel of a large
+  // collective takes hundreds of microseconds, and a sleep would add its
+  // own latency. Then poll every 50 us.
+  if (cuda::stream_done(stream_)) return true;
+  if (waited_from_ == Clock::time_point{}) waited_from_ = Clock::now();
+  if (Clock::now() - waited_from_ < std::chrono::milliseconds(2)) {
+    std::this_thread::yield();
+    return false;
+  }
+  if (until.expired())
+    fail(ErrorCode::Timeout, "{}: the work on its CUDA stream (the caller's earlier work, or this call's kernels) "
+         "did not finish before the timeout", what);
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return false;
+}
+
+bool DeviceSteps::overlaps_a_source(const void* p, std::int64_t count) const {
+  const auto bytes = static_cast<std::uintptr_t>(count) * dtype_size(dtype_);
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  for (int k = 0; k < fan_.nsrc; ++k) {
+    const auto b = reinterpret_cast<std::uintptr_t>(fan_.src[k]);
+    if (b != a && b < a + bytes && a < b + bytes) return true;
+  }
+  return false;
 }
 
 bool DeviceSteps::builds(const void* dst, std::int64_t count) const {
@@ -63,8 +139,11 @@ void DeviceSteps::get_reduce(char* dst, const char* acc, const char* peer_src, s
 
 void DeviceSteps::put(char* peer_dst, const char* src, std::int64_t count) {
   if (count <= 0) return;
-  // The held kernel computes src: store its result to the peer as well.
-  if (fan_.nsrc > 0 && fan_.dst[0] == src && fan_.count == count && fan_.ndst < kMax) {
+  // The held kernel computes src: store its result to the peer as well,
+  // unless the destination overlaps a source at another offset (one thread
+  // would write what another still reads).
+  if (fan_.nsrc > 0 && fan_.dst[0] == src && fan_.count == count && fan_.ndst < kMax &&
+      !overlaps_a_source(peer_dst, count)) {
     fan_.dst[fan_.ndst++] = peer_dst;
     return;
   }
@@ -79,14 +158,5 @@ void DeviceSteps::flush() {
   dirty_ = true;
 }
 
-void DeviceSteps::settle() {
-  flush();
-  if (!dirty_) return;
-  // A host-side wait, not an event: recording one is GPU work, and ranks
-  // sharing a GPU pay a context switch for every piece of GPU work each
-  // submits (time-slicing between processes), however small.
-  cuda::stream_synchronize(stream_);
-  dirty_ = false;
-}
 
 }  // namespace braid::detail

@@ -22,8 +22,12 @@
 // read buffers our caller's earlier stream work produced.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "common/time.hpp"
 
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
@@ -37,9 +41,11 @@ class DeviceSteps {
 
   // What peers need to open [p, p + bytes) of this rank's device memory.
   static shm::BufDesc describe(const void* p, std::size_t bytes, int device, shm::IpcDesc* ipc);
-  // The address here of bytes [off, off + bytes) of a buffer a peer
-  // described (opened through CUDA IPC, cached per allocation).
-  static char* open_peer(const shm::BufDesc& d, const shm::IpcDesc& ipc, std::uint64_t off);
+  // The address here of byte `off` of a buffer `peer` described, opened
+  // through CUDA IPC (cached per allocation) and pinned until the next
+  // settle(). A mapping of an older allocation of the peer that the new one
+  // overlaps is closed: the peer freed it.
+  char* open_peer(shm::Window& w, int peer, const shm::BufDesc& d, const shm::IpcDesc& ipc, std::uint64_t off);
 
   void copy(char* dst, const char* src, std::int64_t count);                     // dst = src
   void reduce(char* dst, const char* src, std::int64_t count);                   // dst = dst op src
@@ -47,10 +53,16 @@ class DeviceSteps {
   void get_reduce(char* dst, const char* acc, const char* peer_src, std::int64_t count);
   void put(char* peer_dst, const char* src, std::int64_t count);                 // peer's dst = src
 
-  // Launches what is held, then waits until the stream has run it.
-  void settle();
+  // Launches what is held, then waits until the stream has run it: polls,
+  // sleeping between polls after a while, calling check() (which throws to
+  // give up: a dead peer, an aborted job) and failing with Timeout at
+  // `until`. Mappings pinned since the last settle are released.
+  template <class Check>
+  void settle(Deadline until, const char* what, Check&& check);
   // Launches what is held (at the end of a call: later stream work sees it).
   void flush();
+  // Waits for the stream if peers' memory may still be in use, releases pins.
+  ~DeviceSteps();
 
  private:
   static constexpr int kMax = 8;  // cuda::kMaxFanPointers
@@ -64,12 +76,32 @@ class DeviceSteps {
   void start(std::initializer_list<const void*> srcs, void* dst, std::int64_t count);
   // The held kernel produces exactly `dst` (count elements) and nothing else.
   bool builds(const void* dst, std::int64_t count) const;
+  // [p, p + count elements) overlaps a held source that is not p itself.
+  bool overlaps_a_source(const void* p, std::int64_t count) const;
 
   void* stream_;
   DType dtype_;
   ReduceOp op_;
   Fan fan_;
   bool dirty_ = true;  // stream work not yet waited for (the caller's, at first)
+  Clock::time_point waited_from_{};  // start of the current settle's polling
+  std::vector<std::array<unsigned char, 64>> pinned_;  // handles opened since the last settle
+  bool wait_once(Deadline until, const char* what);  // one poll step of settle(); true when done
+  void release_pins();
 };
+
+template <class Check>
+void DeviceSteps::settle(Deadline until, const char* what, Check&& check) {
+  flush();
+  if (dirty_) {
+    // A host-side wait, not an event: recording one is GPU work, and ranks
+    // sharing a GPU pay a switch between processes for every piece of GPU
+    // work each submits (time-slicing), however small.
+    while (!wait_once(until, what)) check();
+    waited_from_ = Clock::time_point{};
+    dirty_ = false;
+  }
+  release_pins();
+}
 
 }  // namespace braid::detail

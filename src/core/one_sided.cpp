@@ -138,6 +138,14 @@ struct OneSidedRunner {
       publish(0, c.buffers.input, static_cast<std::size_t>(plan::input_count(*c.plan->plan, me)) * elem);
     if (c.plan->peers_use_output)
       publish(1, c.buffers.output, static_cast<std::size_t>(plan::output_count(a, me)) * elem);
+    if (dev) {
+      // Every slot, stamped: a peer on another plan reads "device memory"
+      // whatever slot it looks at, and we read the stamp of this call.
+      if (!c.plan->peers_use_input) publish(0, nullptr, 0);
+      if (!c.plan->peers_use_output) publish(1, nullptr, 0);
+      sd.cuda = c.device + 1;
+      sd.stamp = c.ticket + 1;
+    }
     w.publish(parity, 2, sd);
     sched.begin(*c.plan);
     pending.clear();
@@ -149,7 +157,8 @@ struct OneSidedRunner {
       return;
     }
     shm::IpcDesc ipc;
-    const shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
+    shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
+    d.stamp = call.ticket + 1;
     w.publish_ipc(parity, which, ipc);
     w.publish(parity, which, d);
   }
@@ -205,29 +214,36 @@ struct OneSidedRunner {
   // checked against what it described.
   std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, shm::BufDesc* d) const {
     *d = w.peer_desc(s.peer, parity, which(theirs.buf));
+    const int peer = w.world_rank(s.peer);
+    if (dev && (d->cuda == 0 || d->stamp != call.ticket + 1))
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {} does not run this call on CUDA device memory as this rank does (it passed "
+                              "host memory, or device memory that is staged: managed, or not shareable through CUDA "
+                              "IPC; or named another algorithm): every rank must pass the same kind of memory",
+                              call.what, peer),
+                  peer);
+    if (!dev && d->cuda != 0)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {} passed CUDA device memory where this rank passed host memory: every rank "
+                              "must pass tensors of the same kind (all on CUDA devices, or all on the host)",
+                              call.what, peer),
+                  peer);
     const auto off = static_cast<std::uint64_t>(theirs.offset) * elem;
     const auto bytes = static_cast<std::uint64_t>(theirs.count) * elem;
     if (off + bytes > d->bytes || d->addr == 0)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {}'s buffer holds {} bytes where this rank expected at least {}: every rank "
                               "must pass the same counts, dtype and root",
-                              call.what, w.world_rank(s.peer), d->bytes, off + bytes),
-                  w.world_rank(s.peer));
-    if ((d->cuda != 0) != dev.has_value())
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: rank {} passed {} memory where this rank passed {} memory: every rank must pass "
-                              "tensors of the same kind (all on CUDA devices, or all on the host)",
-                              call.what, w.world_rank(s.peer), d->cuda ? "CUDA device" : "host",
-                              dev ? "CUDA device" : "host"),
-                  w.world_rank(s.peer));
+                              call.what, peer, d->bytes, off + bytes),
+                  peer);
     return d->addr + off;
   }
 
   // A peer's device span, opened here through CUDA IPC.
-  char* device_remote(const plan::Step& s, const plan::Span& theirs) const {
+  char* device_remote(const plan::Step& s, const plan::Span& theirs) {
     shm::BufDesc d;
     const std::uint64_t addr = remote(s, theirs, &d);
-    return detail::DeviceSteps::open_peer(d, w.peer_ipc(s.peer, parity, which(theirs.buf)), addr - d.addr);
+    return dev->open_peer(w, s.peer, d, w.peer_ipc(s.peer, parity, which(theirs.buf)), addr - d.addr);
   }
 
   void get(const plan::Step& s) {
@@ -282,7 +298,7 @@ struct OneSidedRunner {
         else reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
         break;
       case plan::StepKind::Signal:
-        if (dev) dev->settle();  // the peer may touch what we wrote: it must be done
+        if (dev) dev->settle(call.deadline, call.what, [&] { e.check_abort(); });  // the peer may touch what we wrote
         w.signal(s.peer);
         break;
       case plan::StepKind::Get: get(s); break;
@@ -346,6 +362,18 @@ struct OneSidedRunner {
     }
     for (;;) {
       if (reap()) return;
+      for (const Pending& p : pending) {
+        shm::Window::Failure f;
+        if (w.peer_failed(p.peer, &f)) {
+          if (reap()) return;  // it signalled before it failed: go on, it may be a later wait
+          const auto known = static_cast<int>(ErrorCode::Internal);
+          // Its code, and the rank its error names (a dead peer stays the
+          // one named), else the rank that gave up.
+          throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
+                      fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(p.peer), f.why),
+                      f.about >= 0 ? f.about : w.world_rank(p.peer));
+        }
+      }
       for (const Pending& p : pending)
         if (w.peer_gone(p.peer)) {
           if (reap()) return;  // it signalled, then exited: the signal counts
@@ -389,10 +417,16 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
     if (call.device >= 0) on_device.emplace(call.device);
     OneSidedRunner r(engine, call, w);
     r.run();
-  } catch (...) {
+  } catch (const Error& e) {
     // Signals this call consumed are not accounted for: running another
-    // call could match stale signals and read the wrong data. Refuse.
+    // call could match stale signals and read the wrong data. Refuse; and
+    // tell the peers, who may be waiting for signals we will not send.
     g.window_broken = true;
+    if (g.window) g.window->mark_failed({static_cast<int>(e.code()), e.peer(), e.what()});
+    throw;
+  } catch (...) {
+    g.window_broken = true;
+    if (g.window) g.window->mark_failed({static_cast<int>(ErrorCode::Internal), -1, "an unexpected exception"});
     throw;
   }
 }

@@ -72,6 +72,32 @@ TEST_CASE("ranks that disagree on counts get errors, not a hang", "[collectives]
   REQUIRE(all_ok(res));
 }
 
+// One-sided plans (ranks sharing a host): the rank that finds the mismatch
+// gives up part-way, and says so in its window; its peer, waiting for a
+// signal that will not come, fails at once with that error, naming it, not
+// at its own timeout (which is long here on purpose).
+TEST_CASE("a rank that gives up on a one-sided call fails its peers at once", "[collectives][errors][one_sided]") {
+  const std::string backend = test_backend();
+  if (backend != "auto" && backend != "shm") {
+    WARN("one-sided plans need shared memory; backend " << backend << " has none: not checked");
+    return;
+  }
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    std::vector<float> v(rank == 0 ? 1000 : 2000, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const braid::Error e = expect_error(
+        [&] {
+          braid::all_reduce(braid::tensor(v), ReduceOp::Sum, {.timeout = std::chrono::seconds(60), .algorithm = "twoshot"});
+        },
+        ErrorCode::InvalidArgument, rank == 0 ? "rank 1 gave up on this call" : "every rank must pass the same counts");
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    if (rank == 0) RANK_CHECK(e.peer() == 0 || e.peer() == 1);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught at group creation", "[collectives][errors]") {
   auto res = run_ranks(2, [](int, int) {
     ::setenv("BRAID_ALGO", "allreduce:teleport", 1);

@@ -562,11 +562,55 @@ void mixed_kinds(Rank& r) {
   std::vector<float> host(1000, 1.0f);
   DBuf d(DType::Float32, 1000, r.device);
   d.poison(r.s());
-  const braid::OpOptions o{.group = &g, .timeout = std::chrono::seconds(3), .stream = r.s(), .algorithm = "push"};
+  // The host rank gives up first: were the device rank to time out and exit
+  // first, the host rank would (rightly) report it gone instead.
+  const braid::OpOptions o{.group = &g, .timeout = std::chrono::seconds(r.me == 0 ? 2 : 5), .stream = r.s(),
+                           .algorithm = "push"};
   const Tensor t = r.me == 0 ? braid::tensor(host.data(), 1000) : d.t();
   expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, o); }, braid::ErrorCode::Timeout,
                r.me == 0 ? "rank 1" : "rank 0 did not say which GPU it uses before the timeout: when one rank "
                                       "passes CUDA device tensors to a collective every rank must");
+  braid::barrier();  // on the world group, which is unaffected: nobody leaves before both are done
+}
+
+// Once a group's GPUs are known, ranks that diverge (here rank 1 passes host
+// memory on the group's third call) get InvalidArgument naming each other
+// before any kernel runs, and nothing is written into a buffer a rank
+// passed on an earlier call (its stale description must not be used).
+void diverged_after_binding(Rank& r) {
+  if (r.n != 2) return;
+  ++r.cases;
+  const braid::Group g = braid::new_group({0, 1});
+  const braid::OpOptions o{.group = &g, .stream = r.s()};
+  const Host ones = [] {
+    Host h(DType::Float32, 1000);
+    for (int i = 0; i < 1000; ++i) h.set(i, 1.0);
+    return h;
+  }();
+  DBuf first = r.upload(ones, 1000);
+  braid::all_reduce(first.t(), ReduceOp::Sum, o);  // binds the group to the GPU
+  DBuf second = r.upload(ones, 1000);
+  braid::all_reduce(second.t(), ReduceOp::Sum, o);
+  std::vector<float> host(1000, 1.0f);
+  DBuf third = r.upload(ones, 1000);
+  const Tensor t = r.me == 1 ? braid::tensor(host.data(), 1000) : third.t();
+  // Named, so that both run a one-sided plan (on its own, the host rank
+  // might pick a message plan, and the two would wait for each other until
+  // the timeout).
+  braid::OpOptions named = o;
+  named.algorithm = "twoshot";
+  // Rank 1 finds the mismatch itself, or (when rank 0 found it first and
+  // gave up before its next signal) gets rank 0's error relayed, naming it.
+  const braid::Error e = expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, named); },
+                                      braid::ErrorCode::InvalidArgument,
+                                      r.me == 0 ? "rank 1 does not run this call on CUDA device memory" : "rank 0 ");
+  if (r.me == 1)
+    RANK_CHECK_MSG(std::string(e.what()).find("passed CUDA device memory where this rank passed host memory") !=
+                           std::string::npos ||
+                       std::string(e.what()).find("rank 0 gave up on this call") != std::string::npos,
+                   "unexpected message: " << e.what());
+  const Host got = first.download(r.s());
+  check("buffer of an earlier call after a diverged one", got, 1000, [](std::int64_t) { return 2.0; });
 }
 
 bool usable_in_child() {
@@ -614,6 +658,7 @@ int main() {
       async_completion(r);
       run_matrix(r);
       braid::barrier();
+      diverged_after_binding(r);
       mixed_kinds(r);
       if (rank == 0) std::printf("world %d: %ld cases on device tensors match the CPU reference\n", world, r.cases);
     }, {.timeout_s = 480, .env = {}});

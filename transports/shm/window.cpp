@@ -46,6 +46,10 @@ struct Window::Header {
   alignas(kLine) std::atomic<std::uint64_t> completed;  // calls done
   alignas(kLine) BufDesc desc[2][3];
   alignas(kLine) IpcDesc ipc[2][3];
+  alignas(kLine) std::atomic<std::uint32_t> failed;  // 0, or 1 once failure[] is written
+  std::int32_t failure_code;
+  std::int32_t failure_about;
+  char failure[244];  // the error's message, NUL-terminated
 };
 
 namespace {
@@ -200,6 +204,30 @@ std::uint64_t Window::peer_completed(int peer, std::uint64_t need) {
   auto& seen = completed_seen_[static_cast<std::size_t>(peer)];
   if (seen < need) seen = header(peer)->completed.load(std::memory_order_acquire);
   return seen;
+}
+
+void Window::mark_failed(const Failure& f) {
+  Header* h = header(me_);
+  if (h->failed.load(std::memory_order_relaxed)) return;
+  h->failure_code = f.code;
+  h->failure_about = f.about;
+  const std::size_t n = std::min(f.why.size(), sizeof h->failure - 1);
+  std::memcpy(h->failure, f.why.data(), n);
+  h->failure[n] = '\0';
+  h->failed.store(1, std::memory_order_release);
+}
+
+bool Window::peer_failed(int peer, Failure* f) const {
+  const Header* h = header(peer);
+  if (h->failed.load(std::memory_order_acquire) == 0) return false;
+  // The peer wrote these before the flag; bound the read whatever it wrote.
+  char text[sizeof h->failure];
+  std::memcpy(text, h->failure, sizeof text);
+  text[sizeof text - 1] = '\0';
+  f->code = h->failure_code;
+  f->about = h->failure_about;
+  f->why = text;
+  return true;
 }
 
 bool Window::peer_gone(int peer) const {

@@ -55,6 +55,13 @@ struct BufDesc {
   std::uint64_t gen = 0;    // SharedAllocation::gen
   std::uint64_t base = 0;   // SharedAllocation::base
   std::uint64_t size = 0;   // SharedAllocation::size
+  // Device calls: the call's ticket + 1, on all three slots, every call. A
+  // device rank reading a slot without its call's stamp knows the peer runs
+  // another plan (it passed host or managed memory, say) and refuses before
+  // any kernel could write into a buffer described for an older call. Host
+  // calls leave it 0 (rewriting the line every call would cost their
+  // readers a miss).
+  std::uint64_t stamp = 0;
 };
 
 // How a peer opens a device buffer: a cudaIpcMemHandle_t of the allocation
@@ -63,6 +70,7 @@ struct BufDesc {
 struct IpcDesc {
   std::array<unsigned char, 64> handle{};
   std::uint64_t offset = 0;
+  std::uint64_t buffer_id = 0;  // the exporter's allocation id (never reused)
 };
 
 class Window {
@@ -111,6 +119,18 @@ class Window {
   // compares with received()).
   std::vector<std::uint32_t>& consumed() { return consumed_; }
   bool peer_gone(int peer) const;
+  // A call that fails part-way leaves the window out of step for good. The
+  // failing rank says so in its block, with its error, so that peers waiting
+  // for its signals fail at once with that error (naming it) instead of
+  // waiting out their timeouts. Sticky: later calls fail too.
+  struct Failure {
+    int code = 0;          // braid::ErrorCode
+    int about = -1;        // the world rank its error names, or -1
+    std::string why;
+  };
+  void mark_failed(const Failure& f);
+  // True if `peer` marked its window failed, with what it said.
+  bool peer_failed(int peer, Failure* f) const;
   // Calls this rank / a peer has completed on the window. Before a call
   // writes anything it alternates by parity (descriptors, Scratch), every
   // peer must have completed the call two before it: whatever plans ran in
@@ -127,6 +147,15 @@ class Window {
 
   struct Header;  // the block's layout (window.cpp)
 
+  // A peer's device allocations opened here through CUDA IPC (kept for the
+  // device runner, which knows CUDA: a new allocation overlapping one seen
+  // before means the peer freed that one, whose mapping then goes).
+  struct IpcSeen {
+    std::array<unsigned char, 64> handle{};
+    std::uint64_t base = 0, size = 0, buffer_id = 0;
+  };
+  std::vector<IpcSeen>& ipc_seen(int peer) { return peers_[static_cast<std::size_t>(peer)].ipc_seen; }
+
  private:
   struct PeerMap {
     std::uint64_t gen, base, size;
@@ -138,6 +167,7 @@ class Window {
     void* block = nullptr;
     std::size_t block_bytes = 0;
     std::vector<PeerMap> maps;  // peers' shareable buffers mapped here
+    std::vector<IpcSeen> ipc_seen;
   };
   Header* header(int rank) const;
   std::atomic<std::uint32_t>& line(int owner, int writer) const;

@@ -53,10 +53,22 @@ void StepSchedule::begin(const CompiledPlan& plan) {
   plan_ = &plan;
   waiting_.assign(plan.dep_count.begin(), plan.dep_count.end());
   ready_.clear();
+  urgent_.clear();
   done_ = 0;
   total_ = waiting_.size();
   for (std::size_t i = 0; i < total_; ++i)
-    if (waiting_[i] == 0) ready_.push_back(static_cast<std::int32_t>(i));
+    if (waiting_[i] == 0) make_ready(static_cast<std::int32_t>(i));
+}
+
+void StepSchedule::make_ready(std::int32_t i) {
+  switch (plan_->steps().steps[static_cast<std::size_t>(i)].kind) {
+    case plan::StepKind::Copy:
+    case plan::StepKind::Reduce:
+    case plan::StepKind::Get:
+    case plan::StepKind::GetReduce:
+    case plan::StepKind::Put: ready_.push_back(i); return;
+    default: urgent_.push_back(i); return;
+  }
 }
 
 void StepSchedule::finish(std::int32_t i) {
@@ -65,7 +77,7 @@ void StepSchedule::finish(std::int32_t i) {
   const auto end = plan_->next_begin[static_cast<std::size_t>(i) + 1];
   for (auto k = b; k < end; ++k) {
     const auto j = plan_->next[static_cast<std::size_t>(k)];
-    if (--waiting_[static_cast<std::size_t>(j)] == 0) ready_.push_back(j);
+    if (--waiting_[static_cast<std::size_t>(j)] == 0) make_ready(j);
   }
 }
 

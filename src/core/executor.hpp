@@ -48,11 +48,17 @@ class StepSchedule {
   void begin(const CompiledPlan& plan);
   // Starts ready steps (start(i) may finish() steps, making more ready)
   // until none is left.
+  // Steps that only post or announce something (signals, waits, sends,
+  // receives) start before steps that move data: a rank that finds a peer's
+  // signal already there must not reduce megabytes before sending its own,
+  // while the peer waits for it.
   template <class Start>
   void start_ready(Start&& start) {
-    while (!ready_.empty()) {
-      const auto i = ready_.back();
-      ready_.pop_back();
+    for (;;) {
+      auto& from = !urgent_.empty() ? urgent_ : ready_;
+      if (from.empty()) return;
+      const auto i = from.back();
+      from.pop_back();
       start(i);
     }
   }
@@ -64,7 +70,8 @@ class StepSchedule {
 
  private:
   const CompiledPlan* plan_ = nullptr;
-  std::vector<std::int32_t> waiting_, ready_;
+  void make_ready(std::int32_t i);
+  std::vector<std::int32_t> waiting_, ready_, urgent_;
   std::size_t done_ = 0, total_ = 0;
 };
 

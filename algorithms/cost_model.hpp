@@ -62,11 +62,14 @@ inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-
 // two copies through a shared bounce buffer -> 2 * 0.091 ns/byte. A one-sided
 // signal is one cache line written by the sender and polled by the waiter:
 // ~0.15 us across cores.
-// process_vm_readv on this machine kind: a few us per call and about twice
-// the per-byte cost of a memcpy with the page pinning (twoshot on ordinary
-// buffers never beat halving_doubling or oneshot at 2 ranks, 4 KiB-64 MiB:
-// bench/RESULTS.md section 9).
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.2e-9, 0.25};
+// process_vm_readv on this machine kind: a few us per call, and the page
+// pinning on top of the copy costs about what the copy does (a 32 MiB
+// peer_read broadcast at 2 ranks: 0.2 ns/byte in all). Refitted once the
+// step schedule stopped serialising twoshot's halves: twoshot all_reduce at
+// 2 ranks now beats oneshot from 8 MiB (16 MiB: 2.8 vs 4.4 ms; 8 ranks at
+// 8 MiB: 9.7 ms vs ring's 17.6), which 0.15 ns/byte reproduces; at 0.5-4 MiB
+// the two measured within their noise (bench/RESULTS.md section 9).
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.15e-9, 0.25};
 
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).

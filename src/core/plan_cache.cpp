@@ -21,7 +21,19 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
 
 namespace {
 
-using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>>;
+using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t>;
+
+// Which host each rank is on shapes the choice: groups of one size laid out
+// differently must not share a cached plan. A hash (FNV-1a) rather than a
+// copy keeps the lookup free of allocation; a collision could only cost a
+// worse choice, never a wrong result (plans are correct whatever the
+// topology says).
+std::uint64_t hash_of(const std::vector<int>* v) {
+  std::uint64_t h = 1469598103934665603ull;
+  if (v)
+    for (int x : *v) h = (h ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(x))) * 1099511628211ull;
+  return h;
+}
 
 struct Cache {
   std::mutex mu;
@@ -57,7 +69,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   };
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
-                shared_memory, args.topology.device_of};
+                shared_memory, args.topology.device_of, hash_of(host_of)};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

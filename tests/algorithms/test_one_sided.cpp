@@ -3,6 +3,8 @@
 // without it); hand-broken plans rejected for the right reason; the cost
 // model's one-sided rules and the choice it makes on one host.
 #include <catch2/catch.hpp>
+
+#include <functional>
 #include <fmt/core.h>
 
 #include <cmath>
@@ -462,57 +464,60 @@ TEST_CASE("put: racing the owner's read of the memory it writes", "[one_sided][p
   CHECK_THAT(e, Catch::Contains("(copy out[0..4) -> scratch[0..4)) reads it"));
 }
 
-TEST_CASE("put: racing another rank's Get of the same memory", "[one_sided][put][negative]") {
-  // The root writes rank 1's Output; rank 2 relays it from there. Correct
-  // when rank 1 tells rank 2 only once the root's write has landed; broken
-  // when its one signal to rank 2 is the entry one.
+// A 3-rank relay built by `build(relay_after_write)`: with the relay
+// ordered after the root's write it must verify; without, it must be
+// rejected with `error`.
+void relay_case(const std::function<Plan(bool)>& build, const std::string& error) {
   for (bool relay_after_write : {true, false}) {
-    PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
-    b.signal(1, 0);
-    const int put = b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)});
-    b.signal(0, 1, {put});
-    const int landed = b.wait(1, 0);
-    b.signal(1, 2, {relay_after_write ? landed : -1});
-    const int got = b.get(2, 1, out(0, 4), out(0, 4), {b.wait(2, 1)});
-    b.signal(2, 1, {got});
-    b.wait(1, 2);
-    const Plan p = b.finish();
+    const Plan p = build(relay_after_write);
     INFO(to_string(p));
     if (relay_after_write) {
       CHECK(verify(p).error == "");
       continue;
     }
-    const std::string e = rejection(p);
-    CHECK_THAT(e, Catch::Contains("race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes "
-                                  "rank 1's out[0..4) while rank 2 step 1 (get out[0..4)@1 -> out[0..4) after 0) "
-                                  "reads it"));
+    CHECK_THAT(rejection(p), Catch::Contains(error));
   }
+}
+
+TEST_CASE("put: racing another rank's Get of the same memory", "[one_sided][put][negative]") {
+  // The root writes rank 1's Output; rank 2 relays it from there. Correct
+  // when rank 1 tells rank 2 only once the root's write has landed; broken
+  // when its one signal to rank 2 is the entry one.
+  relay_case(
+      [](bool relay_after_write) {
+        PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
+        b.signal(1, 0);
+        const int put = b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)});
+        b.signal(0, 1, {put});
+        const int landed = b.wait(1, 0);
+        b.signal(1, 2, {relay_after_write ? landed : -1});
+        const int got = b.get(2, 1, out(0, 4), out(0, 4), {b.wait(2, 1)});
+        b.signal(2, 1, {got});
+        b.wait(1, 2);
+        return b.finish();
+      },
+      "race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes rank 1's out[0..4) while "
+      "rank 2 step 1 (get out[0..4)@1 -> out[0..4) after 0) reads it");
 }
 
 TEST_CASE("put: racing the owner's own Put of the memory it writes", "[one_sided][put][negative]") {
   // A relay: the root writes rank 1's Output, rank 1 writes it on into rank
   // 2's. Rank 1's Put reads what the root's writes, so it must wait for the
   // root's "written" signal first.
-  for (bool relay_after_write : {true, false}) {
-    PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
-    b.signal(1, 0);
-    b.signal(0, 1, {b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)})});
-    const int landed = b.wait(1, 0);
-    b.signal(2, 1);
-    const int relayed = b.put(1, 2, out(0, 4), out(0, 4), {b.wait(1, 2), relay_after_write ? landed : -1});
-    b.signal(1, 2, {relayed});
-    b.wait(2, 1);
-    const Plan p = b.finish();
-    INFO(to_string(p));
-    if (relay_after_write) {
-      CHECK(verify(p).error == "");
-      continue;
-    }
-    const std::string e = rejection(p);
-    CHECK_THAT(e, Catch::Contains("race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes "
-                                  "rank 1's out[0..4) while rank 1 step 3 (put out[0..4) -> out[0..4)@2 after 2) "
-                                  "reads it"));
-  }
+  relay_case(
+      [](bool relay_after_write) {
+        PlanBuilder b(host_args(Collective::Broadcast, 3, 4), "put");
+        b.signal(1, 0);
+        b.signal(0, 1, {b.put(0, 1, out(0, 4), out(0, 4), {b.wait(0, 1)})});
+        const int landed = b.wait(1, 0);
+        b.signal(2, 1);
+        const int relayed = b.put(1, 2, out(0, 4), out(0, 4), {b.wait(1, 2), relay_after_write ? landed : -1});
+        b.signal(1, 2, {relayed});
+        b.wait(2, 1);
+        return b.finish();
+      },
+      "race across ranks: rank 0 step 1 (put out[0..4) -> out[0..4)@1 after 0) writes rank 1's out[0..4) while "
+      "rank 1 step 3 (put out[0..4) -> out[0..4)@2 after 2) reads it");
 }
 
 TEST_CASE("put: a write the owner never waits for", "[one_sided][put][negative]") {

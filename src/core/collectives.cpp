@@ -14,6 +14,7 @@
 #include "core/device_topology.hpp"
 #include "core/executor.hpp"
 #include "core/plan_cache.hpp"
+#include "core/staging_pool.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "reduce/cpu_reduce.hpp"
 
@@ -22,9 +23,14 @@ namespace braid {
 namespace {
 
 using plan::Collective;
-using Bytes = std::shared_ptr<std::vector<char>>;
+// Staging memory the call owns until it completes (staging_pool.hpp).
+struct Staged {
+  std::shared_ptr<char[]> mem;
+  char* data() const { return mem.get(); }
+};
+using Bytes = std::shared_ptr<Staged>;
 
-Bytes alloc(std::size_t n) { return std::make_shared<std::vector<char>>(n); }
+Bytes alloc(std::size_t n) { return std::make_shared<Staged>(Staged{detail::staging_buffer(n)}); }
 
 // One collective call, fully resolved to the plan contract.
 struct Call {

@@ -368,10 +368,11 @@ struct OneSidedRunner {
           if (reap()) return;  // it signalled before it failed: go on, it may be a later wait
           const auto known = static_cast<int>(ErrorCode::Internal);
           // Its code, and the rank its error names (a dead peer stays the
-          // one named), else the rank that gave up.
+          // one named), else (nobody, or this rank) the rank that gave up.
+          const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(p.peer);
           throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
                       fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(p.peer), f.why),
-                      f.about >= 0 ? f.about : w.world_rank(p.peer));
+                      about);
         }
       }
       for (const Pending& p : pending)

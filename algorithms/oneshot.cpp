@@ -76,7 +76,7 @@ void reduce_in_rank_order(PlanBuilder& b, int r, Span at, Span own, Span first_a
 // not its Input: in place, Input is Output and has been overwritten by then.
 Plan oneshot_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "oneshot");
-  if (reads_input_allreduce_trivial(b)) return b.finish();
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   for (int r = 0; r < n; ++r) {

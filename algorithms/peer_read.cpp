@@ -55,6 +55,29 @@ std::int64_t split(const PlanArgs& a, int i, int j) {
   return a.splits.empty() ? a.count : a.splits[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
 }
 
+// Rooted plans where the root reads every non-root: each non-root says it
+// has entered (its Input is readable), then waits for the root's "done".
+void non_roots_enter_and_wait(PlanBuilder& b, int root) {
+  for (int r = 0; r < b.nranks(); ++r) {
+    if (r == root) continue;
+    b.signal(r, root);
+    b.wait(r, root);
+  }
+}
+
+// Rooted plans where every non-root reads the root: the root says it has
+// entered, non-root r fetches root_src(r) into dst, then says it is done.
+template <class RootSrc>
+void non_roots_fetch(PlanBuilder& b, int root, RootSrc&& root_src, Span dst) {
+  for (int r = 0; r < b.nranks(); ++r) {
+    if (r == root) continue;
+    b.signal(root, r);
+    b.wait(root, r);
+    const int got = b.get(r, root, root_src(r), dst, {b.wait(r, root)});
+    b.signal(r, root, {got});
+  }
+}
+
 }  // namespace
 
 // AllReduce "twoshot" (reads_input): a reduce-scatter and an all-gather, each
@@ -70,7 +93,7 @@ std::int64_t split(const PlanArgs& a, int i, int j) {
 // r's reads of it in phase 1.
 Plan twoshot_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "twoshot");
-  if (reads_input_allreduce_trivial(b)) return b.finish();
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   auto slice_in = [&](int i) { const Block s = block(c, n, i); return in(s.offset, s.count); };
@@ -155,13 +178,7 @@ Plan peer_read_broadcast(const PlanArgs& args) {
   const int n = args.nranks, root = args.root;
   const std::int64_t c = args.count;
   if (n == 1 || c == 0) return b.finish();
-  for (int r = 0; r < n; ++r) {
-    if (r == root) continue;
-    b.signal(root, r);
-    b.wait(root, r);
-    const int got = b.get(r, root, out(0, c), out(0, c), {b.wait(r, root)});
-    b.signal(r, root, {got});
-  }
+  non_roots_fetch(b, root, [&](int) { return out(0, c); }, out(0, c));
   return b.finish();
 }
 
@@ -169,25 +186,16 @@ Plan peer_read_broadcast(const PlanArgs& args) {
 // and then releases each non-root; non-roots only announce themselves.
 Plan peer_read_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "peer_read");
-  b.reads_input();
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks, root = args.root;
   const std::int64_t c = args.count;
-  if (c == 0) return b.finish();
-  if (n == 1) {
-    b.copy(0, in(0, c), out(0, c));
-    return b.finish();
-  }
   int prev = -1;
   for (int k = 1; k < n; ++k) {
     const int q = peer_at(root, k, n);
     prev = b.get_reduce(root, q, in(0, c), k == 1 ? in(0, c) : out(0, c), out(0, c), {b.wait(root, q), prev});
     b.signal(root, q, {prev});  // done with q's Input
   }
-  for (int r = 0; r < n; ++r) {
-    if (r == root) continue;
-    b.signal(r, root);
-    b.wait(r, root);
-  }
+  non_roots_enter_and_wait(b, root);
   return b.finish();
 }
 
@@ -202,11 +210,7 @@ Plan peer_read_gather(const PlanArgs& args) {
     const int got = b.get(root, q, in(0, c), out(static_cast<std::int64_t>(q) * c, c), {b.wait(root, q)});
     b.signal(root, q, {got});
   }
-  for (int r = 0; r < n; ++r) {
-    if (r == root) continue;
-    b.signal(r, root);
-    b.wait(r, root);
-  }
+  non_roots_enter_and_wait(b, root);
   return b.finish();
 }
 
@@ -216,13 +220,7 @@ Plan peer_read_scatter(const PlanArgs& args) {
   const int n = args.nranks, root = args.root;
   const std::int64_t c = args.count;
   if (n == 1 || c == 0) return b.finish();
-  for (int r = 0; r < n; ++r) {
-    if (r == root) continue;
-    b.signal(root, r);
-    b.wait(root, r);
-    const int got = b.get(r, root, in(static_cast<std::int64_t>(r) * c, c), out(0, c), {b.wait(r, root)});
-    b.signal(r, root, {got});
-  }
+  non_roots_fetch(b, root, [&](int r) { return in(static_cast<std::int64_t>(r) * c, c); }, out(0, c));
   return b.finish();
 }
 

@@ -53,7 +53,7 @@ namespace braid::plan {
 // one "oneshot" computes.
 Plan push_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "push");
-  if (reads_input_allreduce_trivial(b)) return b.finish();
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   const auto u = [](int q) { return static_cast<std::size_t>(q); };

@@ -148,15 +148,7 @@ struct Runner {
   }
   ~Runner() { a.busy = false; }
 
-  char* ptr(const plan::Span& s) const {
-    char* base = nullptr;
-    switch (s.buf) {
-      case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(call.buffers.input)); break;
-      case plan::Buf::Output: base = static_cast<char*>(call.buffers.output); break;
-      case plan::Buf::Scratch: base = scratch; break;
-    }
-    return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
-  }
+  char* ptr(const plan::Span& s) const { return span_ptr(call.buffers, scratch, elem, s); }
   std::size_t bytes(const plan::Span& s) const { return static_cast<std::size_t>(s.count) * elem; }
 
   void finish(std::int32_t i) { sched.finish(i); }

@@ -80,6 +80,18 @@ struct ExecBuffers {
   void* output = nullptr;
 };
 
+// Where a plan's span lies in this rank's memory (nullptr for a buffer the
+// rank does not have); both runners resolve spans through it.
+inline char* span_ptr(const ExecBuffers& b, char* scratch, std::size_t elem, const plan::Span& s) {
+  char* base = nullptr;
+  switch (s.buf) {
+    case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(b.input)); break;
+    case plan::Buf::Output: base = static_cast<char*>(b.output); break;
+    case plan::Buf::Scratch: base = scratch; break;
+  }
+  return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
+}
+
 struct ExecCall {
   const CompiledPlan* plan = nullptr;
   detail::GroupImpl* group = nullptr;

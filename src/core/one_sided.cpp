@@ -163,15 +163,7 @@ struct OneSidedRunner {
     w.publish(parity, which, d);
   }
 
-  char* ptr(const plan::Span& s) const {
-    char* base = nullptr;
-    switch (s.buf) {
-      case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(call.buffers.input)); break;
-      case plan::Buf::Output: base = static_cast<char*>(call.buffers.output); break;
-      case plan::Buf::Scratch: base = scratch; break;
-    }
-    return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
-  }
+  char* ptr(const plan::Span& s) const { return span_ptr(call.buffers, scratch, elem, s); }
 
   void finish(std::int32_t i) { sched.finish(i); }
 

@@ -24,6 +24,7 @@
 #include "core/device_staging.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "mp/harness.hpp"
+#include "usable_in_child.hpp"
 
 namespace bc = braid::cuda;
 using braid::DType;
@@ -38,15 +39,6 @@ namespace {
 // A device tensor over fake addresses (StagingLayout never dereferences).
 Tensor fake(std::uintptr_t addr, std::int64_t count, int device = 0, DType dt = DType::Float32) {
   return Tensor{reinterpret_cast<void*>(addr), count, dt, braid::Device::cuda(device)};
-}
-
-bool usable_in_child() {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(bc::available() ? 0 : 1);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 template <class F>
@@ -139,7 +131,7 @@ TEST_CASE("staging layout: device tensors of one op on two devices are an error 
 
 TEST_CASE("without usable CUDA, events, pinned memory and IPC throw NotSupported with the reason",
           "[cuda]") {
-  if (usable_in_child()) {
+  if (cuda_test::usable_in_child(false)) {
     WARN("CUDA is usable here: the no-driver behaviour is not checked (test_cuda_ops covers the GPU)");
     return;
   }

@@ -32,6 +32,7 @@
 #include "collectives/reference.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "mp/harness.hpp"
+#include "usable_in_child.hpp"
 #include "registry.hpp"
 
 using namespace braid_test;
@@ -613,23 +614,10 @@ void diverged_after_binding(Rank& r) {
   check("buffer of an earlier call after a diverged one", got, 1000, [](std::int64_t) { return 2.0; });
 }
 
-bool usable_in_child() {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (!bc::available()) std::printf("no CUDA device: %s\n", bc::unavailable_reason().c_str());
-    std::fflush(stdout);
-    ::_exit(bc::available() ? 0 : 77);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 }  // namespace
 
 int main() {
-  if (!usable_in_child()) return 77;
+  if (!cuda_test::usable_in_child(true)) return 77;
   // BRAID_CUDA_OPS_QUICK=1 (bench/device_run.sh --quick): 1 and 2 ranks only,
   // and the largest cases at 16 MiB.
   const char* quick = std::getenv("BRAID_CUDA_OPS_QUICK");

@@ -35,6 +35,7 @@
 
 #include "cuda_kernels/cuda.hpp"
 #include "mp/harness.hpp"
+#include "usable_in_child.hpp"
 
 namespace bc = braid::cuda;
 
@@ -81,24 +82,11 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-bool usable_in_child() {
-  std::fflush(stdout);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (!bc::available()) std::printf("no CUDA device: %s\n", bc::unavailable_reason().c_str());
-    std::fflush(stdout);
-    ::_exit(bc::available() ? 0 : 77);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
-  if (!usable_in_child()) return 77;
+  if (!cuda_test::usable_in_child(true)) return 77;
   auto res = braid_test::run_ranks(o.ranks, [&o](int rank, int) {
     using Clock = std::chrono::steady_clock;
     const std::size_t bytes = o.mib << 20;

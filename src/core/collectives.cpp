@@ -24,13 +24,9 @@ namespace {
 
 using plan::Collective;
 // Staging memory the call owns until it completes (staging_pool.hpp).
-struct Staged {
-  std::shared_ptr<char[]> mem;
-  char* data() const { return mem.get(); }
-};
-using Bytes = std::shared_ptr<Staged>;
+using Bytes = std::shared_ptr<char[]>;
 
-Bytes alloc(std::size_t n) { return std::make_shared<Staged>(Staged{detail::staging_buffer(n)}); }
+Bytes alloc(std::size_t n) { return detail::staging_buffer(n); }
 
 // One collective call, fully resolved to the plan contract.
 struct Call {
@@ -194,7 +190,7 @@ ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t
   if (contiguous && n > 0) return {static_cast<char*>(list[0].data), false};
   auto b = alloc(bytes * static_cast<std::size_t>(n));
   c.keep.push_back(b);
-  return {b->data(), true};
+  return {b.get(), true};
 }
 
 // Copies block i of a staged contiguous buffer out to list[i].
@@ -401,9 +397,9 @@ Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp
     // A non-root's data is only an input: the plan works on a private copy.
     auto b = alloc(input.nbytes());
     c.keep.push_back(b);
-    c.buffers.output = b->data();
+    c.buffers.output = b.get();
     c.contribution = input.data;
-    c.init_output = [=] { copy_bytes(b->data(), input.data, input.nbytes()); };
+    c.init_output = [=] { copy_bytes(b.get(), input.data, input.nbytes()); };
   }
   return run(std::move(c), o);
 }
@@ -539,8 +535,8 @@ Work reduce_scatter_tensor(const Tensor& output_arg, const Tensor& input_arg, Re
   if (output.count > 0 && out_b < in_b + input.nbytes() && in_b < out_b + output.nbytes()) {
     auto b = alloc(output.nbytes());
     c.keep.push_back(b);
-    c.buffers.output = b->data();
-    c.after = [=] { copy_bytes(output.data, b->data(), output.nbytes()); };
+    c.buffers.output = b.get();
+    c.after = [=] { copy_bytes(output.data, b.get(), output.nbytes()); };
   }
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
@@ -675,19 +671,19 @@ Work all_to_all(const std::vector<Tensor>& outputs_arg, const std::vector<Tensor
   c.before = [=, inputs = inputs] {
     std::size_t off = 0;
     for (const auto& t : inputs) {
-      copy_bytes(in_b->data() + off, t.data, t.nbytes());
+      copy_bytes(in_b.get() + off, t.data, t.nbytes());
       off += t.nbytes();
     }
   };
   c.after = [=, outputs = outputs] {
     std::size_t off = 0;
     for (const auto& t : outputs) {
-      copy_bytes(t.data, out_b->data() + off, t.nbytes());
+      copy_bytes(t.data, out_b.get() + off, t.nbytes());
       off += t.nbytes();
     }
   };
   Tensor in_t = inputs[0], out_t = outputs[0];
-  return all_to_all_impl(std::move(c), out_t, in_t, out_b->data(), in_b->data(), out_s, in_s, o);
+  return all_to_all_impl(std::move(c), out_t, in_t, out_b.get(), in_b.get(), out_s, in_s, o);
 }
 
 }  // namespace braid

@@ -336,6 +336,16 @@ struct OneSidedRunner {
                 w.world_rank(pending.front().peer));
   }
 
+  // A peer marked its window failed: its error, with its code, naming the
+  // rank its error names (a dead peer stays the one named), else (nobody,
+  // or this rank) the rank that gave up.
+  [[noreturn]] void gave_up(int peer, const shm::Window::Failure& f) const {
+    const auto known = static_cast<int>(ErrorCode::Internal);
+    const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
+    throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
+                fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), f.why), about);
+  }
+
   // Until some pending Wait is satisfied: poll a bounded time (yielding the
   // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,
   // checking between them that the awaited peers live and the job is not
@@ -354,24 +364,19 @@ struct OneSidedRunner {
     }
     for (;;) {
       if (reap()) return;
+      // A peer that failed this call, or died, may have signalled first:
+      // that signal counts, so reap before giving up.
       for (const Pending& p : pending) {
         shm::Window::Failure f;
         if (w.peer_failed(p.peer, &f)) {
-          if (reap()) return;  // it signalled before it failed: go on, it may be a later wait
-          const auto known = static_cast<int>(ErrorCode::Internal);
-          // Its code, and the rank its error names (a dead peer stays the
-          // one named), else (nobody, or this rank) the rank that gave up.
-          const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(p.peer);
-          throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
-                      fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(p.peer), f.why),
-                      about);
+          if (reap()) return;
+          gave_up(p.peer, f);
         }
-      }
-      for (const Pending& p : pending)
         if (w.peer_gone(p.peer)) {
-          if (reap()) return;  // it signalled, then exited: the signal counts
+          if (reap()) return;
           e.abort_peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)");
         }
+      }
       e.check_abort();
       if (call.deadline.expired()) timed_out();
       if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))

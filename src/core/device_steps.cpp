@@ -7,7 +7,6 @@
 
 namespace braid::detail {
 
-
 DeviceSteps::DeviceSteps(void* stream, DType dtype, ReduceOp op) : stream_(stream), dtype_(dtype), op_(op) {}
 
 shm::BufDesc DeviceSteps::describe(const void* p, std::size_t bytes, int device, shm::IpcDesc* ipc) {
@@ -79,13 +78,12 @@ DeviceSteps::~DeviceSteps() {
   release_pins();
 }
 
-bool DeviceSteps::wait_once(Deadline until, const char* what) {
+bool DeviceSteps::wait_once(Clock::time_point from, Deadline until, const char* what) {
   // Spin (yielding) for the first milliseconds: a kernel of a large
   // collective takes hundreds of microseconds, and a sleep would add its
   // own latency. Then poll every 50 us.
   if (cuda::stream_done(stream_)) return true;
-  if (waited_from_ == Clock::time_point{}) waited_from_ = Clock::now();
-  if (Clock::now() - waited_from_ < std::chrono::milliseconds(2)) {
+  if (Clock::now() - from < std::chrono::milliseconds(2)) {
     std::this_thread::yield();
     return false;
   }
@@ -152,11 +150,10 @@ void DeviceSteps::put(char* peer_dst, const char* src, std::int64_t count) {
 
 void DeviceSteps::flush() {
   if (fan_.nsrc == 0) return;
-  const Fan f = fan_;
+  Fan f = fan_;
   fan_ = Fan{};
-  cuda::reduce_fan(const_cast<void* const*>(f.dst), f.ndst, f.src, f.nsrc, f.count, dtype_, op_, stream_);
+  cuda::reduce_fan(f.dst, f.ndst, f.src, f.nsrc, f.count, dtype_, op_, stream_);
   dirty_ = true;
 }
-
 
 }  // namespace braid::detail

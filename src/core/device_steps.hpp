@@ -84,9 +84,9 @@ class DeviceSteps {
   ReduceOp op_;
   Fan fan_;
   bool dirty_ = true;  // stream work not yet waited for (the caller's, at first)
-  Clock::time_point waited_from_{};  // start of the current settle's polling
   std::vector<std::array<unsigned char, 64>> pinned_;  // handles opened since the last settle
-  bool wait_once(Deadline until, const char* what);  // one poll step of settle(); true when done
+  // One poll step of settle(), which began waiting at `from`; true when done.
+  bool wait_once(Clock::time_point from, Deadline until, const char* what);
   void release_pins();
 };
 
@@ -97,8 +97,8 @@ void DeviceSteps::settle(Deadline until, const char* what, Check&& check) {
     // A host-side wait, not an event: recording one is GPU work, and ranks
     // sharing a GPU pay a switch between processes for every piece of GPU
     // work each submits (time-slicing), however small.
-    while (!wait_once(until, what)) check();
-    waited_from_ = Clock::time_point{};
+    const auto from = Clock::now();
+    while (!wait_once(from, until, what)) check();
     dirty_ = false;
   }
   release_pins();

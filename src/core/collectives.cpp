@@ -77,14 +77,15 @@ constexpr DeviceAlgorithms kDeviceAlgorithms[] = {
     {Collective::ReduceScatter, "peer_read", {"peer_read"}},
 };
 
+struct Named {
+  const Tensor* t;
+  const char* name;  // for error messages
+};
+
 // Whether c runs directly on device memory (see above); sets c.device and
 // c.device_algorithm when it does. Every rank decides alike when the ranks
 // pass alike arguments (tensor kinds, algorithm name); a rank passing host
 // memory where a peer passes device memory gets an error naming the peer.
-struct Named {
-  const Tensor* t;
-  const char* name;
-};
 bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> tensors) {
   const auto& g = *c.group;
   if (!g.shared_memory || g.ranks.size() < 2) return false;
@@ -118,8 +119,8 @@ bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> ten
   return false;
 }
 
-// dst = src on the call's device and stream (a direct device call's
-// init_output).
+// dst = src on the call's device and stream: a direct device call's copies
+// before its plan (init_output, the root's or own block into Output).
 std::function<void()> device_copy(const Call& c, void* dst, const void* src, std::size_t bytes) {
   if (dst == src) return {};
   return [dst, src, bytes, device = c.device, stream = c.stream] {

@@ -309,43 +309,34 @@ const char* memory_kind_name(MemoryKind k) {
 
 namespace {
 
-// cuMemGetAddressRange from the driver the runtime already loaded, found
-// once. Null when the driver lacks it (it has had it since CUDA 3.2, so only
-// a broken install): then pointer_info leaves base/size empty.
-using AddressRangeFn = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
+// A driver function from the driver the runtime already loaded, by name, at
+// its ABI as of CUDA 12.0 (version 12000); null when the driver lacks it.
+void* driver_entry_point(const char* name) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
+}
 
+// cuMemGetAddressRange, found once. Null when the driver lacks it (it has
+// had it since CUDA 3.2, so only a broken install): then pointer_info
+// leaves base/size empty.
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, std::size_t*, CUdeviceptr);
 AddressRangeFn address_range_fn() {
-  static const AddressRangeFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    // 12000: the symbol's ABI as of CUDA 12.0 (cuMemGetAddressRange_v2).
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<AddressRangeFn>(f);
-  }();
+  static const auto fn = reinterpret_cast<AddressRangeFn>(driver_entry_point("cuMemGetAddressRange"));
   return fn;
 }
 
-using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-
 // cuPointerGetAttribute: the allocation's unique buffer id (never reused by
-// a later allocation at the same address), which keys the export cache.
+// a later allocation at the same address), which keys the export cache, and
+// whether CUDA IPC can share it.
+using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 PointerAttributeFn pointer_attribute_fn() {
-  static const PointerAttributeFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      f = nullptr;
-    }
-    return reinterpret_cast<PointerAttributeFn>(f);
-  }();
+  static const auto fn = reinterpret_cast<PointerAttributeFn>(driver_entry_point("cuPointerGetAttribute"));
   return fn;
 }
 

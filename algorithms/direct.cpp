@@ -47,16 +47,7 @@ Plan direct_scatter(const PlanArgs& args) {
   return b.finish();
 }
 
-bool direct_alltoall_supports(const PlanArgs& args) {
-  if (args.splits.empty()) return true;
-  if (args.splits.size() != static_cast<std::size_t>(args.nranks)) return false;
-  for (const auto& row : args.splits) {
-    if (row.size() != static_cast<std::size_t>(args.nranks)) return false;
-    for (std::int64_t v : row)
-      if (v < 0) return false;
-  }
-  return true;
-}
+bool direct_alltoall_supports(const PlanArgs& args) { return splits_well_formed(args); }
 
 // AllToAll, even or uneven: Input holds the blocks for ranks 0..n-1 one
 // after another (sizes splits[r][j]), Output the blocks from ranks 0..n-1

@@ -224,19 +224,6 @@ Plan peer_read_scatter(const PlanArgs& args) {
   return b.finish();
 }
 
-namespace {
-bool valid_splits(const PlanArgs& args) {
-  if (args.splits.empty()) return true;
-  if (args.splits.size() != static_cast<std::size_t>(args.nranks)) return false;
-  for (const auto& row : args.splits) {
-    if (row.size() != static_cast<std::size_t>(args.nranks)) return false;
-    for (std::int64_t v : row)
-      if (v < 0) return false;
-  }
-  return true;
-}
-}  // namespace
-
 // Even splits only: with uneven ones a rank knows just its own row and column
 // of the split matrix (collectives.cpp), not where its block sits in a
 // peer's Input, and a one-sided read needs exactly that.
@@ -246,7 +233,7 @@ bool peer_read_alltoall_supports(const PlanArgs& args) { return one_host_only(ar
 // into block q of its Output. Every pair synchronises even where a block is
 // empty: that keeps the plan the same shape for every split.
 Plan peer_read_alltoall(const PlanArgs& args) {
-  if (!valid_splits(args))
+  if (!splits_well_formed(args))
     fail(ErrorCode::InvalidArgument, "peer_read alltoall: splits must be {} rows of {} non-negative counts (or empty)",
          args.nranks, args.nranks);
   PlanBuilder b(args, "peer_read");

@@ -90,6 +90,17 @@ bool is_reduction(Collective c) {
   return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
 }
 
+bool splits_well_formed(const PlanArgs& a) {
+  if (a.splits.empty()) return true;
+  if (a.splits.size() != static_cast<std::size_t>(a.nranks)) return false;
+  for (const auto& row : a.splits) {
+    if (row.size() != static_cast<std::size_t>(a.nranks)) return false;
+    for (std::int64_t v : row)
+      if (v < 0) return false;
+  }
+  return true;
+}
+
 std::int64_t input_count(const PlanArgs& a, int rank) {
   const std::int64_t n = a.nranks, c = a.count;
   switch (a.coll) {

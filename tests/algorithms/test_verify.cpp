@@ -15,6 +15,7 @@
 #include "builder.hpp"
 #include "cost_model.hpp"
 #include "plan.hpp"
+#include "plan_args.hpp"
 #include "registry.hpp"
 #include "verify.hpp"
 
@@ -22,15 +23,7 @@ using namespace braid::plan;
 
 namespace {
 
-PlanArgs make_args(Collective coll, int n, std::int64_t count, int root = 0, std::size_t elem_size = 4) {
-  PlanArgs a;
-  a.coll = coll;
-  a.nranks = n;
-  a.count = count;
-  a.root = root;
-  a.elem_size = elem_size;
-  return a;
-}
+using verify_test::make_args;
 
 // ---- tiny reference generators, only for these tests --------------------
 

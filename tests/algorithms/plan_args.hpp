@@ -1,0 +1,30 @@
+// PlanArgs for the verifier tests (test_verify.cpp, test_one_sided.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plan.hpp"
+
+namespace verify_test {
+
+inline braid::plan::PlanArgs make_args(braid::plan::Collective coll, int n, std::int64_t count, int root = 0,
+                                       std::size_t elem_size = 4) {
+  braid::plan::PlanArgs a;
+  a.coll = coll;
+  a.nranks = n;
+  a.count = count;
+  a.root = root;
+  a.elem_size = elem_size;
+  return a;
+}
+
+// The same, for ranks that share one host (one-sided plans are offered).
+inline braid::plan::PlanArgs host_args(braid::plan::Collective coll, int n, std::int64_t count, int root = 0,
+                                       std::size_t elem_size = 4) {
+  braid::plan::PlanArgs a = make_args(coll, n, count, root, elem_size);
+  a.topology.one_host = true;
+  return a;
+}
+
+}  // namespace verify_test

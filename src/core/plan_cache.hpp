@@ -22,7 +22,10 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 // host, talking through shared memory, or not).
 // `host_of` (which host each group rank is on) is copied into the plan's
 // arguments only when a plan has to be built.
-std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
-                                             bool shared_memory, const std::vector<int>* host_of = nullptr);
+// The result lives in a small per-thread cache in front of the shared one
+// (no lock, no reference count on a hit): it stays valid until this
+// thread's next get_plan; copy it to keep it longer.
+const std::shared_ptr<const CompiledPlan>& get_plan(const plan::PlanArgs& args, int rank, const char* forced,
+                                                    bool shared_memory, const std::vector<int>* host_of = nullptr);
 
 }  // namespace braid

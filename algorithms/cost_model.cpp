@@ -25,7 +25,9 @@ struct Loc {
 // Discrete-event simulation of one plan (see cost_model.hpp for the rules).
 class Simulator {
  public:
-  Simulator(const Plan& p, const CostParams& c) : p_(p), c_(c), n_(static_cast<int>(p.ranks.size())) {}
+  Simulator(const Plan& p, const CostParams& c)
+      : p_(p), c_(c), n_(static_cast<int>(p.ranks.size())),
+        alpha_(c.fastbox_alpha_s > 0 && fits_fastbox(p) ? c.fastbox_alpha_s : c.alpha_s) {}
 
   double run() {
     setup();
@@ -73,7 +75,7 @@ class Simulator {
       double& out_port = send_port_[static_cast<std::size_t>(e.rank)];
       double& in_port = recv_port_[static_cast<std::size_t>(rcv.rank)];
       const double start = std::max({e.time, out_port, in_port});
-      const double arrive = start + c_.alpha_s + c_.beta_s_per_byte * b;
+      const double arrive = start + alpha_ + c_.beta_s_per_byte * b;
       out_port = in_port = arrive;
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
       complete(e.rank, e.step, arrive);
@@ -190,6 +192,7 @@ class Simulator {
   const Plan& p_;
   const CostParams& c_;
   const int n_;
+  const double alpha_;  // per message: fast boxes or not
   std::vector<std::size_t> offset_;  // first flat index of each rank's steps
   std::size_t total_ = 0, finished_ = 0;
   double latest_ = 0.0;

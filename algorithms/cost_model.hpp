@@ -11,6 +11,9 @@
 // local work is not serialised against other local work (kept so as not to
 // move the message algorithms' choices).
 //
+// Message plans that fit the fast boxes (plan.hpp) cost fastbox_alpha_s per
+// message instead of alpha_s, where the params offer fast boxes.
+//
 // One-sided plans: a Signal completes at once for its sender; the matching
 // Wait completes signal_s after the Signal or when the Wait becomes ready,
 // whichever is later. A Get costs copy*bytes, a GetReduce gamma*bytes (the
@@ -48,6 +51,10 @@ struct CostParams {
   // 4 MiB, bench/RESULTS.md section 9). A Put into a peer's Scratch is
   // priced by the same rule.
   double hot_read_factor = 1.0;
+  // Per-message latency of a message plan that fits the fast boxes
+  // (plan.hpp, fits_fastbox): a flag-stamped cache line written into the
+  // receiver's block and polled there. 0: no fast boxes (not one host).
+  double fastbox_alpha_s = 0.0;
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -69,7 +76,9 @@ inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-
 // 2 ranks now beats oneshot from 8 MiB (16 MiB: 2.8 vs 4.4 ms; 8 ranks at
 // 8 MiB: 9.7 ms vs ring's 17.6), which 0.15 ns/byte reproduces; at 0.5-4 MiB
 // the two measured within their noise (bench/RESULTS.md section 9).
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.15e-9, 0.25};
+// Fast boxes: one line across cores and its flag polled, ~0.1 us (a bare
+// two-process exchange of 8 bytes through one line each way: 0.07-0.10 us).
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.15e-9, 0.25, 0.1e-6};
 
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).

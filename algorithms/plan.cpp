@@ -90,6 +90,23 @@ bool is_reduction(Collective c) {
   return c == Collective::AllReduce || c == Collective::Reduce || c == Collective::ReduceScatter;
 }
 
+bool fits_fastbox(const Plan& p) {
+  if (p.one_sided) return false;
+  const std::size_t n = p.ranks.size();
+  std::vector<std::int64_t> lines(n);  // to each receiver, from one sender
+  for (const RankPlan& rp : p.ranks) {
+    std::fill(lines.begin(), lines.end(), 0);
+    for (const Step& s : rp.steps) {
+      if (s.kind != StepKind::Send) continue;
+      if (s.peer < 0 || static_cast<std::size_t>(s.peer) >= n) return false;
+      std::int64_t& l = lines[static_cast<std::size_t>(s.peer)];
+      l += fastbox_lines(s.src.count * static_cast<std::int64_t>(p.args.elem_size));
+      if (l > kFastboxLines) return false;
+    }
+  }
+  return true;
+}
+
 bool splits_well_formed(const PlanArgs& a) {
   if (a.splits.empty()) return true;
   if (a.splits.size() != static_cast<std::size_t>(a.nranks)) return false;

@@ -168,6 +168,21 @@ struct Plan {
   bool one_sided = false;
 };
 
+// Fast boxes. Between ranks of one host, a message plan whose messages are
+// small runs without the engine: each ordered pair of ranks has a box of
+// kFastboxLines cache lines in the receiver's shared-memory block, per call;
+// a message is its bytes followed, in the last 8 bytes of its last line, by
+// a flag word the receiver polls (data and "it has arrived" travel in one
+// line for messages up to 56 bytes). The pair's messages of one call lie
+// one after the other in slot order, each from a line boundary.
+inline constexpr std::int64_t kFastboxLines = 72;
+// Cache lines a message of `bytes` occupies in a box.
+constexpr std::int64_t fastbox_lines(std::int64_t bytes) { return (bytes + 8 + 63) / 64; }
+// Whether every ordered pair's messages of `p` fit one box: then the plan
+// runs over fast boxes on one host. False for one-sided plans. Every rank
+// decides alike (the whole plan is looked at, not one rank's part).
+bool fits_fastbox(const Plan& p);
+
 // Element counts of each buffer for `rank` under the buffer contract.
 std::int64_t input_count(const PlanArgs& a, int rank);
 // AllToAll splits are empty (even) or nranks rows of nranks non-negative counts.

@@ -47,9 +47,14 @@ struct Call {
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce: the caller's input, and the copy of it into Output the
   // buffer contract wants; a plan that reads Input (Plan::reads_input)
-  // gets the input instead and the copy is skipped.
+  // gets the input instead and the copy is skipped. A plain record, not a
+  // closure: the small-message path allocates nothing for it.
   const void* contribution = nullptr;
-  std::function<void()> init_output;
+  struct CopyIn {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    std::size_t bytes = 0;
+  } init_output;
   // >= 0: the tensors are on this CUDA device and the call runs a one-sided
   // plan straight on them (CUDA IPC between the ranks, no staging); the
   // plan is `device_algorithm`.
@@ -217,10 +222,56 @@ void avg_after(Call& c, void* out, std::int64_t count, bool applies) {
   };
 }
 
+// What a call was given at issue, on the caller's thread: its sequence
+// number (message plans' tags) or turn (plans the one-sided runner runs),
+// and its deadline. Issue order is what all ranks agree on.
+struct Issued {
+  std::uint64_t seq = 0, ticket = 0;
+  Millis timeout{0};
+  Deadline deadline;
+};
+
+// Runs an issued call to completion (on the caller's thread, or the async
+// runner's).
+void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, Engine& engine,
+                detail::DeviceStaging* staging, bool async) {
+  if (staging) staging->wait_inputs(at.deadline);
+  if (const auto& in = c.init_output; in.bytes && in.dst != in.src) {
+    if (c.device >= 0) {
+      cuda::DeviceGuard on(c.device);
+      cuda::copy(in.dst, in.src, in.bytes, c.stream);
+    } else {
+      copy_bytes(in.dst, in.src, in.bytes);
+    }
+  }
+  if (c.before) c.before();
+  ExecCall call{&compiled, c.group.get(), c.buffers, c.dtype, c.op, at.seq, at.timeout, at.deadline, c.what,
+                at.ticket, c.device, c.stream};
+  execute(engine, call);
+  if (c.after) c.after();
+  if (c.device >= 0 && async) {
+    // An async Work completes once its device work has (polled, so that
+    // the op's deadline holds).
+    cuda::DeviceGuard on(c.device);
+    while (!cuda::stream_done(c.stream)) {
+      if (at.deadline.expired())
+        fail(ErrorCode::Timeout, "{}: its device work on the CUDA stream did not finish before the timeout", c.what);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  if (staging) {
+    staging->end();  // results back to the device, in stream order
+    // An async Work completes only once they are there.
+    if (async && staging->settle(at.deadline, at.deadline))
+      if (auto e = staging->error()) std::rethrow_exception(e);
+  }
+}
+
 Work run(Call c, const OpOptions& o) {
   Context& ctx = context();
   const auto& g = *c.group;
-  const Millis timeout = op_timeout(o);
+  Issued at;
+  at.timeout = op_timeout(o);
   plan::PlanArgs args;
   args.coll = c.coll;
   args.nranks = static_cast<int>(g.ranks.size());
@@ -230,66 +281,38 @@ Work run(Call c, const OpOptions& o) {
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
   if (c.device >= 0)
-    args.topology.device_of = device_topology(*ctx.engine, *c.group, c.device, Deadline::after(timeout), c.what);
-  auto compiled = get_plan(args, g.my_rank, c.device >= 0 ? c.device_algorithm : o.algorithm, g.shared_memory,
-                           &g.host_of);
+    args.topology.device_of = device_topology(*ctx.engine, *c.group, c.device, Deadline::after(at.timeout), c.what);
+  // Valid until this thread's next get_plan: an async call keeps a copy.
+  const std::shared_ptr<const CompiledPlan>& compiled =
+      get_plan(args, g.my_rank, c.device >= 0 ? c.device_algorithm : o.algorithm, g.shared_memory, &g.host_of);
   if (c.device >= 0 && (!compiled->plan->one_sided || compiled->steps().scratch_count > 0))
     fail(ErrorCode::Internal, "{}: algorithm {} is not a one-sided plan without Scratch, as device memory needs",
          c.what, compiled->plan->algorithm);
   if (compiled->plan->reads_input) {
     c.buffers.input = c.contribution;
-  } else if (c.init_output) {
-    c.before = [init = std::move(c.init_output), prev = std::move(c.before)] {
-      init();
-      if (prev) prev();
-    };
+    c.init_output = {};
   }
-  // The sequence number (and a one-sided plan's turn) is taken at issue, on
-  // the caller's thread: issue order is what all ranks agree on.
-  const std::uint64_t seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
-  const std::uint64_t ticket =
-      compiled->plan->one_sided ? c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed) : 0;
-  const Deadline deadline = Deadline::after(timeout);
-  Engine* engine = ctx.engine.get();
+  // Message plans take a sequence number, plans the one-sided runner runs a
+  // turn; every rank runs the same kind of plan for the same call, so both
+  // counters stay alike across ranks.
+  if (compiled->runs_one_sided()) at.ticket = c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed);
+  else at.seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+  at.deadline = Deadline::after_coarse(at.timeout);
+  Engine& engine = *ctx.engine;
   // Device tensors: copies to their stand-ins are enqueued now, at issue, on
   // options.stream, so the op reads what the stream's earlier work left.
   auto staging = c.staging && c.staging->active() ? c.staging : nullptr;
   if (staging) staging->begin();
-  const bool async = o.async_op;
-  auto body = [staging, async, c = std::move(c), compiled, seq, ticket, timeout, deadline, engine] {
-    if (staging) staging->wait_inputs(deadline);
-    if (c.before) c.before();
-    ExecCall call{compiled.get(), c.group.get(), c.buffers, c.dtype, c.op, seq, timeout, deadline, c.what, ticket,
-                  c.device, c.stream};
-    execute(*engine, call);
-    if (c.after) c.after();
-    if (c.device >= 0 && async) {
-      // An async Work completes once its device work has (polled, so that
-      // the op's deadline holds).
-      cuda::DeviceGuard on(c.device);
-      while (!cuda::stream_done(c.stream)) {
-        if (deadline.expired())
-          fail(ErrorCode::Timeout, "{}: its device work on the CUDA stream did not finish before the timeout", c.what);
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-      }
-    }
-    if (staging) {
-      staging->end();  // results back to the device, in stream order
-      // An async Work completes only once they are there.
-      if (async && staging->settle(deadline, deadline))
-        if (auto e = staging->error()) std::rethrow_exception(e);
-    }
-  };
   if (!o.async_op) {
-    body();
+    run_issued(c, *compiled, at, engine, staging.get(), false);
     return Work();
   }
   auto w = std::make_shared<CollectiveWork>();
-  w->op_deadline = deadline;
+  w->op_deadline = at.deadline;
   if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
-  ctx.runner->submit([w, body = std::move(body)]() mutable {
+  ctx.runner->submit([w, c = std::move(c), compiled = compiled, at, engine = &engine, staging]() mutable {
     try {
-      body();
+      run_issued(c, *compiled, at, *engine, staging.get(), true);
       w->finish(nullptr);
     } catch (...) {
       w->finish(std::current_exception());
@@ -366,8 +389,7 @@ Work all_reduce(const Tensor& input_arg, const Tensor& output_arg, ReduceOp op, 
   c.buffers.output = output.data;
   c.contribution = input.data;
   if (input.data != output.data)
-    c.init_output = direct ? device_copy(c, output.data, input.data, input.nbytes())
-                           : [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+    c.init_output = {output.data, input.data, input.nbytes()};
   avg_after(c, output.data, output.count, true);
   return run(std::move(c), o);
 }
@@ -392,7 +414,7 @@ Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp
     need_count(output.count, input.count, "output", "the same as input", c.what);
     c.buffers.output = output.data;
     c.contribution = input.data;
-    if (input.data != output.data) c.init_output = [=] { copy_bytes(output.data, input.data, input.nbytes()); };
+    if (input.data != output.data) c.init_output = {output.data, input.data, input.nbytes()};
     avg_after(c, output.data, output.count, true);
   } else {
     // A non-root's data is only an input: the plan works on a private copy.
@@ -400,7 +422,7 @@ Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp
     c.keep.push_back(b);
     c.buffers.output = b.get();
     c.contribution = input.data;
-    c.init_output = [=] { copy_bytes(b.get(), input.data, input.nbytes()); };
+    c.init_output = {b.get(), input.data, input.nbytes()};
   }
   return run(std::move(c), o);
 }

@@ -7,7 +7,45 @@
 
 namespace braid {
 
-std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank) {
+namespace {
+
+// Where each of this rank's messages starts in its pair's fast box: the
+// messages from a sender to a receiver lie in slot order, each from a line
+// boundary (plan.hpp). Both ends compute the same offsets from the same
+// plan. False if two messages of a pair share a slot (no order to lay out).
+bool lay_out_boxes(const plan::Plan& p, int rank, std::vector<std::int32_t>* box_line) {
+  // Lines before message `slot` among `from`'s messages to `to`.
+  auto offset = [&](int from, int to, std::int32_t slot, std::int64_t* out) {
+    std::int64_t before = 0;
+    int same = 0;
+    for (const auto& s : p.ranks[static_cast<std::size_t>(from)].steps) {
+      if (s.kind != plan::StepKind::Send || s.peer != to) continue;
+      if (s.slot == slot) ++same;
+      else if (s.slot < slot) before += plan::fastbox_lines(s.src.count * static_cast<std::int64_t>(p.args.elem_size));
+    }
+    *out = before;
+    return same == 1;
+  };
+  const auto& steps = p.ranks[static_cast<std::size_t>(rank)].steps;
+  box_line->assign(steps.size(), -1);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& s = steps[i];
+    std::int64_t at = 0;
+    if (s.kind == plan::StepKind::Send) {
+      if (!offset(rank, s.peer, s.slot, &at)) return false;
+    } else if (s.kind == plan::StepKind::Recv || s.kind == plan::StepKind::RecvReduce) {
+      if (!offset(s.peer, rank, s.slot, &at)) return false;
+    } else {
+      continue;
+    }
+    (*box_line)[i] = static_cast<std::int32_t>(at);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank, bool fastbox) {
   auto c = std::make_shared<CompiledPlan>();
   c->plan = std::move(p);
   c->rank = rank;
@@ -41,6 +79,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
           if (theirs && theirs->buf == plan::Buf::Output) c->peers_use_output = true;
         }
   }
+  c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
   c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
   std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);
@@ -261,7 +300,7 @@ struct Runner {
 }  // namespace
 
 void execute(Engine& engine, const ExecCall& call) {
-  if (call.plan->plan->one_sided) return execute_one_sided(engine, call);
+  if (call.plan->runs_one_sided()) return execute_one_sided(engine, call);
   Runner r(engine, call);
   try {
     r.run();

@@ -35,9 +35,18 @@ struct CompiledPlan {
   // that per call).
   bool peers_use_input = false, peers_use_output = false;
   std::vector<std::uint32_t> waits_on;
+  // A message plan run over the window's fast boxes (plan.hpp,
+  // fits_fastbox) by the one-sided runner: per step, where its message
+  // starts in the pair's box (lines; -1 for local steps).
+  bool fastbox = false;
+  std::vector<std::int32_t> box_line;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
+  // Run by the one-sided runner (one_sided.cpp), in the group's turn order.
+  bool runs_one_sided() const { return plan->one_sided || fastbox; }
 };
-std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank);
+// `fastbox`: the group's ranks share a host (and may use its shared memory),
+// so a message plan that fits the fast boxes runs over them.
+std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank, bool fastbox = false);
 
 // Which steps of one call may start: the dependency counts and the ready
 // list. Both executors (messages here, one-sided in one_sided.cpp) schedule
@@ -113,7 +122,8 @@ struct ExecCall {
 // Runs the plan to completion on the calling thread; throws braid::Error on
 // timeout or failure (after withdrawing whatever it still had in flight).
 void execute(Engine& engine, const ExecCall& call);
-// The same for one-sided plans (one_sided.cpp); execute() hands them over.
+// The same for one-sided plans and fast-box message plans (one_sided.cpp);
+// execute() hands them over.
 void execute_one_sided(Engine& engine, const ExecCall& call);
 
 }  // namespace braid

@@ -8,6 +8,13 @@
 // L2-sized bounce buffer so the reduction reads it from cache. A Put into a
 // peer is one process_vm_writev. On CUDA device memory the data steps go to
 // DeviceSteps (device_steps.hpp) instead; everything else here is the same.
+//
+// It also runs message plans small enough for the window's fast boxes
+// (plan.hpp, fits_fastbox): a Send copies its bytes into the pair's box in
+// the receiver's block and stores a flag word after them; a Recv polls that
+// flag, then copies (RecvReduce: reduces) straight out of the box. Data and
+// flag share a line up to 56 bytes, so a small message is one cache line
+// crossing cores, with no signal and no descriptor.
 #include <sched.h>
 
 #include <climits>
@@ -33,6 +40,7 @@ constexpr std::size_t kBounceBytes = 128 * 1024;  // half a core's L2 here
 constexpr int kSleepSliceMs = 10;                // between liveness checks
 constexpr auto kYieldSpin = std::chrono::microseconds(200);
 constexpr auto kPauseSpin = std::chrono::microseconds(3);
+constexpr unsigned kPollsPerClock = 16;
 
 // Waits for the call's turn on the group and hands it on at the end, even on
 // error (later calls then fail on their own, never hang on the turn).
@@ -88,18 +96,33 @@ shm::BufDesc describe(const void* p, std::size_t bytes) {
   return d;
 }
 
-// A Wait step not yet satisfied: signals from `peer` must reach `expected`.
+// A step waiting for a peer: a Wait (signals from `peer` must reach
+// `expected`), or a fast-box Recv (its flag word must read `want`).
 struct Pending {
   std::int32_t step;
   int peer;
   std::uint32_t expected;
+  const std::atomic<std::uint64_t>* flag = nullptr;
+  std::uint64_t want = 0;
 };
+
+// A fast-box message's flag word: the call's ticket + 1 (40 bits: a stale
+// box holds an older one) and the message's size (a peer that passed other
+// counts is caught, not read).
+constexpr std::uint64_t kFlagTicketBits = 40;
+constexpr std::uint64_t flag_word(std::uint64_t ticket, std::size_t bytes) {
+  return ((ticket + 1) & ((std::uint64_t{1} << kFlagTicketBits) - 1)) | (std::uint64_t{bytes} << kFlagTicketBits);
+}
+static_assert(shm::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines),
+              "the window's boxes are the size the plans are fitted to");
 
 // Per-thread bookkeeping reused by every one-sided call on the thread, so a
 // small collective allocates nothing (calls on one thread never nest).
 struct ThreadState {
   StepSchedule sched;
   std::vector<Pending> pending;
+  std::vector<char> scratch;  // fast-box message plans' Scratch
+  std::vector<int> owed;      // peers sent to and not yet rung (flush_rings)
 };
 thread_local ThreadState t_state;
 
@@ -115,11 +138,14 @@ struct OneSidedRunner {
   char* scratch = nullptr;
   StepSchedule& sched;
   std::vector<Pending>& pending;
+  std::vector<int>& owed;
   std::optional<detail::DeviceSteps> dev;  // device memory: its data steps
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
-        parity(static_cast<int>(c.ticket & 1)), sched(t_state.sched), pending(t_state.pending) {
+        parity(static_cast<int>(c.ticket & 1)), sched(t_state.sched), pending(t_state.pending),
+        owed(t_state.owed) {
+    owed.clear();
     if (c.device >= 0) {
       // Device plans get no Scratch (the plan choice only offers them
       // plans without it).
@@ -128,7 +154,19 @@ struct OneSidedRunner {
              c.what, c.plan->plan->algorithm);
       dev.emplace(c.stream, c.dtype, c.op);
     }
-    if (c.ticket >= 2) wait_for_half();
+    if (c.plan->fastbox) {
+      // Nothing is described to peers and nothing shared is written but
+      // the boxes: only wait until the readers of this ticket's boxes are
+      // done with them (kBoxSlots calls ago).
+      if (c.ticket >= shm::kBoxSlots) wait_for_completed(c.ticket + 1 - shm::kBoxSlots);
+      const std::size_t bytes = static_cast<std::size_t>(rp.scratch_count) * elem;
+      if (t_state.scratch.size() < bytes) t_state.scratch.resize(bytes);
+      scratch = bytes ? t_state.scratch.data() : nullptr;
+      sched.begin(*c.plan);
+      pending.clear();
+      return;
+    }
+    if (c.ticket >= 2) wait_for_completed(c.ticket - 1);
     shm::BufDesc sd;
     if (!dev) scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
     const plan::PlanArgs& a = c.plan->plan->args;
@@ -167,11 +205,11 @@ struct OneSidedRunner {
 
   void finish(std::int32_t i) { sched.finish(i); }
 
-  // This call reuses the half of call ticket-2: wait until every peer has
-  // completed that call (window.hpp, completed()). Almost always true at
-  // once; a rank two calls ahead of a slow peer waits here.
-  void wait_for_half() {
-    const std::uint64_t need = call.ticket - 1;
+  // Until every peer has completed `need` calls. A call reuses the half of
+  // call ticket-2 (descriptors, Scratch): it needs ticket-1 (window.hpp,
+  // completed()); a fast-box call reuses the boxes of ticket-kBoxSlots.
+  // Almost always true at once; a rank calls ahead of a slow peer waits.
+  void wait_for_completed(std::uint64_t need) {
     auto behind = [&] {
       for (int q = 0; q < w.size(); ++q)
         if (q != w.me() && w.peer_completed(q, need) < need) return q;
@@ -199,7 +237,81 @@ struct OneSidedRunner {
   }
 
   bool arrived(const Pending& p) const {
+    if (p.flag) return box_arrived(p);
     return static_cast<std::int32_t>(w.received(p.peer) - p.expected) >= 0;
+  }
+
+  // --- fast boxes -------------------------------------------------------------
+  // Step i's message: where it starts in the pair's box, and its flag word.
+  char* box_at(std::int32_t i, int from, int to) const {
+    return w.box(from, to, call.ticket) +
+           static_cast<std::size_t>(call.plan->box_line[static_cast<std::size_t>(i)]) * 64;
+  }
+  static std::atomic<std::uint64_t>* flag_of(char* msg, std::size_t bytes) {
+    return reinterpret_cast<std::atomic<std::uint64_t>*>(
+        msg + static_cast<std::size_t>(plan::fastbox_lines(static_cast<std::int64_t>(bytes))) * 64 - 8);
+  }
+
+  void box_send(std::int32_t i, const plan::Step& s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
+    char* msg = box_at(i, w.me(), s.peer);
+    if (bytes) std::memcpy(msg, ptr(s.src), bytes);
+    // Release, not seq_cst: a seq_cst store would stall here until this
+    // core owns the line, which the reader holds; a release store leaves
+    // that to the store buffer while we go on (to poll our own messages).
+    // Waking a sleeping reader needs a full fence before looking at its
+    // flag: flush_rings() does that once for all peers sent to, when this
+    // rank is about to wait or done.
+    flag_of(msg, bytes)->store(flag_word(call.ticket, bytes), std::memory_order_release);
+    owed.push_back(s.peer);
+  }
+
+  // The fence and the doorbell check owed for box_send()s: after it, a
+  // reader that announced its sleep sees our flags, or we see its
+  // announcement and ring. Run before this rank spins long enough for a
+  // peer to fall asleep, and at the end of the call.
+  void flush_rings() {
+    if (owed.empty()) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int q : owed) w.ring(q);
+    owed.clear();
+  }
+
+  // A Recv/RecvReduce: done now if its message is there, else pending.
+  bool box_recv(std::int32_t i, const plan::Step& s) {
+    const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
+    Pending p{i, s.peer, 0, flag_of(box_at(i, s.peer, w.me()), bytes), flag_word(call.ticket, bytes)};
+    if (!box_arrived(p)) {
+      pending.push_back(p);
+      return false;
+    }
+    box_take(p);
+    return true;
+  }
+
+  bool box_arrived(const Pending& p) const {
+    // seq_cst (a plain load on x86): sleep() announces, then looks.
+    const std::uint64_t got = p.flag->load(std::memory_order_seq_cst);
+    if (got == p.want) return true;
+    constexpr std::uint64_t ticket_mask = (std::uint64_t{1} << kFlagTicketBits) - 1;
+    if ((got & ticket_mask) == (p.want & ticket_mask))
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must pass the same "
+                              "counts, dtype and root",
+                              call.what, w.world_rank(p.peer), got >> kFlagTicketBits, p.want >> kFlagTicketBits),
+                  w.world_rank(p.peer));
+    return false;
+  }
+
+  // The message of an arrived Recv/RecvReduce, out of the box.
+  void box_take(const Pending& p) {
+    const plan::Step& s = rp.steps[static_cast<std::size_t>(p.step)];
+    const char* msg = box_at(p.step, s.peer, w.me());
+    w.peer_progressed(s.peer, call.ticket);
+    if (s.kind == plan::StepKind::RecvReduce)
+      reduction::reduce_into(ptr(s.dst), msg, s.dst.count, call.dtype, call.op);
+    else if (s.dst.count)
+      std::memcpy(ptr(s.dst), msg, static_cast<std::size_t>(s.dst.count) * elem);
   }
 
   // The peer's span `theirs` (a Get's src, a Put's dst): its address there,
@@ -307,7 +419,11 @@ struct OneSidedRunner {
       case plan::StepKind::Send:
       case plan::StepKind::Recv:
       case plan::StepKind::RecvReduce:
-        fail(ErrorCode::Internal, "plan {} mixes messages into a one-sided plan", call.plan->plan->algorithm);
+        if (!call.plan->fastbox)
+          fail(ErrorCode::Internal, "plan {} mixes messages into a one-sided plan", call.plan->plan->algorithm);
+        if (s.kind == plan::StepKind::Send) box_send(i, s);
+        else if (!box_recv(i, s)) return;
+        break;
     }
     finish(i);
   }
@@ -320,6 +436,7 @@ struct OneSidedRunner {
         ++k;
         continue;
       }
+      if (pending[k].flag) box_take(pending[k]);
       finish(pending[k].step);
       pending[k] = pending.back();
       pending.pop_back();
@@ -357,11 +474,21 @@ struct OneSidedRunner {
     // After a couple of microseconds of polling, yield between polls: a peer
     // that shares our CPU with another process gets to run and signal.
     const auto pause_end = start + (yield ? std::chrono::microseconds(0) : kPauseSpin);
-    for (auto now = start; now < spin_end; now = Clock::now()) {
+    // The clock is read every kPollsPerClock polls: reading it costs more
+    // than a poll, and a small message's flag should be seen the moment it
+    // lands.
+    bool yielding = yield;
+    for (unsigned k = 1;; ++k) {
       if (reap()) return;
-      if (now >= pause_end) sched_yield();
+      if (yielding) sched_yield();
       else __builtin_ia32_pause();
+      if (k % kPollsPerClock) continue;
+      flush_rings();  // no peer sleeps yet: it spins for as long as we do
+      const auto now = Clock::now();
+      if (now >= spin_end) break;
+      yielding = now >= pause_end;
     }
+    flush_rings();
     for (;;) {
       if (reap()) return;
       // A peer that failed this call, or died, may have signalled first:
@@ -391,10 +518,12 @@ struct OneSidedRunner {
       if (pending.empty()) sched.stalled(call.what);
       wait_some();
     }
+    flush_rings();
     if (dev) dev->flush();  // trailing local work: later stream work sees it
     // Every Wait of this call has consumed its signal.
     auto& consumed = w.consumed();
-    for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
+    if (!call.plan->fastbox)
+      for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
     w.completed(call.ticket + 1);
   }
 };

@@ -730,11 +730,21 @@ TEST_CASE("cost model: push is twoshot less one signal round", "[one_sided][cost
     }
 }
 
-TEST_CASE("choose on one host: oneshot while it is cheap, not for large data on many ranks", "[one_sided][cost]") {
+TEST_CASE("choose on one host: fast-box messages for the smallest, oneshot while it is cheap, not for large data "
+          "on many ranks",
+          "[one_sided][cost]") {
   const auto small = host_args(Collective::AllReduce, 2, 2);                    // 8 bytes
   const auto mid = host_args(Collective::AllReduce, 2, (std::int64_t{4} << 20) / 4);     // 4 MiB
   const auto large8 = host_args(Collective::AllReduce, 8, (std::int64_t{128} << 20) / 4);  // 128 MiB
-  CHECK(std::string(choose(Collective::AllReduce, small, kSharedMemory)->name) == "oneshot");
+  // 8 bytes: one message each way through the fast boxes beats a signal
+  // plus a read of the peer's Scratch.
+  const Algorithm* tiny = choose(Collective::AllReduce, small, kSharedMemory);
+  CHECK_FALSE(tiny->build(small).one_sided);
+  CHECK(fits_fastbox(tiny->build(small)));
+  // Without fast boxes (fastbox_alpha_s = 0) the same choice is oneshot.
+  CostParams no_boxes = kSharedMemory;
+  no_boxes.fastbox_alpha_s = 0;
+  CHECK(std::string(choose(Collective::AllReduce, small, no_boxes)->name) == "oneshot");
   // 2 ranks, measured: oneshot beat every other plan up to 4 MiB.
   CHECK(std::string(choose(Collective::AllReduce, mid, kSharedMemory)->name) == "oneshot");
   // Each rank would read 7 peers' whole buffers, out of cache.

@@ -72,6 +72,29 @@ TEST_CASE("ranks that disagree on counts get errors, not a hang", "[collectives]
   REQUIRE(all_ok(res));
 }
 
+// Small messages between ranks of one host go through fast boxes, whose
+// flag words carry the message's size: a peer that passed another count is
+// caught at once, as the engine catches it over TCP, naming that peer.
+TEST_CASE("ranks that disagree on small counts get errors naming the peer", "[collectives][errors]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    std::vector<float> v(rank == 0 ? 2 : 3, 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const braid::Error e = expect_error(
+        [&] {
+          braid::all_reduce(braid::tensor(v), ReduceOp::Sum,
+                            {.timeout = std::chrono::seconds(60), .algorithm = "recursive_doubling"});
+        },
+        // Whoever finds the mismatch first may give up before sending: its
+        // peer then gets that error, relayed, naming it.
+        ErrorCode::InvalidArgument, "bytes");
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    RANK_CHECK_MSG(e.peer() == 1 - rank, "the error names rank " << e.peer() << ", expected the other rank");
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 // One-sided plans (ranks sharing a host): the rank that finds the mismatch
 // gives up part-way, and says so in its window; its peer, waiting for a
 // signal that will not come, fails at once with that error, naming it, not

@@ -17,6 +17,7 @@
 #include "core/context.hpp"
 #include "core/executor.hpp"
 #include "mp/harness.hpp"
+#include "transports/shm/window.hpp"
 
 using namespace braid_test;
 using namespace braid::plan;
@@ -88,10 +89,13 @@ Plan peer_read_plan(int n, std::int64_t c) {
   return b.finish();
 }
 
-void run_plan(const Plan& p, const void* input, void* output) {
+// Runs `p` as the runtime would; `fastbox`: as on a group whose ranks share
+// a host (a message plan that fits runs over the window's fast boxes).
+// Returns whether it did.
+bool run_plan(const Plan& p, const void* input, void* output, bool fastbox = false) {
   auto& ctx = braid::context();
   auto g = ctx.world.impl();
-  auto compiled = braid::compile_plan(std::make_shared<const Plan>(p), g->my_rank);
+  auto compiled = braid::compile_plan(std::make_shared<const Plan>(p), g->my_rank, fastbox);
   braid::ExecCall call;
   call.plan = compiled.get();
   call.group = g.get();
@@ -100,9 +104,63 @@ void run_plan(const Plan& p, const void* input, void* output) {
   call.timeout = braid::Millis(20000);
   call.deadline = braid::Deadline::after(call.timeout);
   call.what = "test plan";
-  call.seq = g->collective_seq.fetch_add(1);
-  call.ticket = g->one_sided_issued.fetch_add(1);
+  // As the runtime issues calls: a turn for what the one-sided runner runs,
+  // a sequence number (message tags) for the rest.
+  if (compiled->runs_one_sided()) call.ticket = g->one_sided_issued.fetch_add(1);
+  else call.seq = g->collective_seq.fetch_add(1);
   braid::execute(*ctx.engine, call);
+  return compiled->fastbox;
+}
+
+// A message plan with several messages per pair, of sizes around the fast
+// boxes' line boundaries (0 bytes, one element, 56 bytes that fill a line
+// with the flag, 60 that spill into a second), sent in the reverse of their
+// slot order: each rank adds every peer's Output into its own, through
+// RecvReduce into Scratch (one chain, so the plan stays race-free) and a
+// plain Recv for the last piece. `extra` elements more go in one message.
+Plan messages_plan(int n, std::int64_t extra) {
+  const std::vector<std::int64_t> sizes{1, 14, 15, 0, 100, 3, extra};
+  std::int64_t c = 0;
+  for (auto z : sizes) c += z;
+  PlanArgs a;
+  a.coll = Collective::AllReduce;
+  a.nranks = n;
+  a.count = c;
+  PlanBuilder b(a, "test_messages");
+  for (int r = 0; r < n; ++r) {
+    b.need_scratch(r, 2 * c);
+    const int cp = b.copy(r, out(0, c), scratch(0, c));
+    std::vector<int> sends;
+    for (int q = 0; q < n; ++q) {
+      if (q == r) continue;
+      int prev = -1;
+      std::int64_t off = c;
+      for (auto k = sizes.size(); k-- > 0;) {
+        off -= sizes[k];
+        prev = b.send(r, q, out(off, sizes[k]), {prev});
+      }
+      sends.push_back(prev);
+    }
+    int chain = cp;
+    for (int q = 0; q < n; ++q) {
+      if (q == r) continue;
+      // Receives are matched by slot, so in the order the peer sent them:
+      // last piece first.
+      std::int64_t off = c;
+      for (auto k = sizes.size(); k-- > 0;) {
+        off -= sizes[k];
+        if (k + 1 == sizes.size()) {
+          const int got = b.recv(r, q, scratch(c + off, sizes[k]), {chain});
+          chain = b.reduce(r, scratch(c + off, sizes[k]), scratch(off, sizes[k]), {got});
+        } else {
+          chain = b.recv_reduce(r, q, scratch(off, sizes[k]), {chain});
+        }
+      }
+    }
+    sends.push_back(chain);
+    b.copy(r, scratch(0, c), out(0, c), sends);
+  }
+  return b.finish();
 }
 
 float value(int rank, std::int64_t i, int iter) { return static_cast<float>((rank + 1) * 1000 + i % 977 + iter); }
@@ -154,6 +212,70 @@ TEST_CASE("one-sided plans: shared scratch, single copy and zero copy", "[one_si
     INFO("ranks " << n << "\n" << describe(res));
     REQUIRE(all_ok(res));
   }
+}
+
+TEST_CASE("fast boxes: message plans between ranks of one host run through the window", "[one_sided][fastbox]") {
+  for (int n : {2, 3, 4}) {
+    auto res = run_ranks(n, [](int rank, int world) {
+      init_env();
+      int iter = 0;
+      // More calls than the boxes have slots, so every slot is reused; with
+      // oneshot calls between, so fast-box calls and signalled calls share
+      // the group's turns.
+      for (int rep = 0; rep < 3 * static_cast<int>(braid::shm::kBoxSlots); ++rep, ++iter) {
+        for (std::int64_t extra : {std::int64_t{0}, std::int64_t{1200}}) {
+          const Plan p = messages_plan(world, extra);
+          const std::int64_t c = p.args.count;
+          std::vector<float> v(static_cast<std::size_t>(c));
+          for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
+          const bool boxed = run_plan(p, nullptr, v.data(), true);
+          check_sum(v.data(), c, world, iter);
+          // 1200 more floats do not fit a box: the engine carries them.
+          RANK_CHECK_MSG(boxed == (extra == 0), "extra " << extra << ": ran over fast boxes: " << boxed);
+        }
+        if (rep % 3 == 0) {
+          std::vector<float> v(70);
+          for (std::int64_t i = 0; i < 70; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
+          run_plan(oneshot_plan(world, 70), nullptr, v.data());
+          check_sum(v.data(), 70, world, iter);
+        }
+      }
+      braid::destroy_process_group();
+    });
+    INFO("ranks " << n << "\n" << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
+TEST_CASE("fast boxes: a root runs many calls ahead of a slow receiver", "[one_sided][fastbox]") {
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    constexpr int kCalls = 4 * braid::shm::kBoxSlots;
+    // Rank 2 starts late: rank 0's broadcasts fill the boxes to it and
+    // must wait for it to free them, never overwrite one it has not read.
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    for (int k = 0; k < kCalls; ++k) {
+      std::vector<std::int32_t> v(5, rank == 0 ? 0 : -1);
+      if (rank == 0)
+        for (int i = 0; i < 5; ++i) v[static_cast<std::size_t>(i)] = k * 10 + i;
+      braid::broadcast(braid::tensor(v), 0);
+      for (int i = 0; i < 5; ++i)
+        RANK_CHECK_MSG(v[static_cast<std::size_t>(i)] == k * 10 + i,
+                       "call " << k << " element " << i << " is " << v[static_cast<std::size_t>(i)]);
+      if (rank == 1 && k % 5 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Small calls between large ones (other plans, other turns) stay in step.
+    for (int k = 0; k < 6; ++k) {
+      const std::int64_t c = k % 2 ? 3 : 300000;
+      std::vector<float> v(static_cast<std::size_t>(c));
+      for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, k);
+      braid::all_reduce(braid::tensor(v));
+      check_sum(v.data(), c, 3, k);
+    }
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
 }
 
 TEST_CASE("a shareable buffer freed and allocated again at the same address is read fresh", "[one_sided]") {

@@ -61,7 +61,8 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
     : world_(std::move(world)), me_(me), peers_(world_.size()), sent_(world_.size(), 0),
       consumed_(world_.size(), 0), completed_seen_(world_.size(), 0) {
   const int n = size();
-  block_bytes_ = header_size() + static_cast<std::size_t>(n) * kLine + 2 * kBlockScratchBytes;
+  block_bytes_ = header_size() + static_cast<std::size_t>(n) * kLine + 2 * kBlockScratchBytes +
+                 static_cast<std::size_t>(n) * kBoxSlots * kBoxLines * kLine;
   own_fd_ = Fd(::memfd_create("braid-window", MFD_CLOEXEC));
   if (!own_fd_.valid()) fail(ErrorCode::Transport, "one-sided window: memfd_create failed: {}", errno_text());
   if (::ftruncate(own_fd_.get(), static_cast<off_t>(block_bytes_)) != 0)
@@ -159,6 +160,12 @@ std::atomic<std::uint32_t>& Window::line(int owner, int writer) const {
   return *reinterpret_cast<std::atomic<std::uint32_t>*>(base);
 }
 
+char* Window::box(int writer, int reader, std::uint64_t ticket) const {
+  const std::size_t k = static_cast<std::size_t>(writer) * kBoxSlots + ticket % kBoxSlots;
+  return reinterpret_cast<char*>(header(reader)) + header_size() + static_cast<std::size_t>(size()) * kLine +
+         2 * kBlockScratchBytes + k * kBoxLines * kLine;
+}
+
 std::atomic<std::uint32_t>& Window::sleeping_flag() const { return header(me_)->sleeping; }
 std::atomic<std::uint32_t>& Window::doorbell() const { return header(me_)->doorbell; }
 
@@ -182,6 +189,10 @@ void Window::signal(int peer) {
   const auto i = static_cast<std::size_t>(peer);
   // seq_cst store, then the flag: pairs with sleep()'s flag, then look.
   line(peer, me_).store(++sent_[i], std::memory_order_seq_cst);
+  ring(peer);
+}
+
+void Window::ring(int peer) {
   Header* h = header(peer);
   if (h->sleeping.load(std::memory_order_seq_cst)) {
     h->doorbell.fetch_add(1, std::memory_order_seq_cst);
@@ -325,7 +336,7 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
   if (bytes == 0) return nullptr;
   const std::size_t half = (bytes + kLine - 1) / kLine * kLine;
   if (half <= kBlockScratchBytes) {
-    char* p = static_cast<char*>(own_) + block_bytes_ - 2 * kBlockScratchBytes +
+    char* p = static_cast<char*>(own_) + header_size() + static_cast<std::size_t>(size()) * kLine +
               static_cast<std::size_t>(parity) * kBlockScratchBytes;
     desc->addr = reinterpret_cast<std::uint64_t>(p);
     desc->bytes = bytes;

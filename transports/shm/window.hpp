@@ -42,6 +42,13 @@ namespace braid::shm {
 inline constexpr std::size_t kBlockScratchBytes = 64 * 1024;
 inline constexpr std::int32_t kInBlock = -2;  // BufDesc::fd: in the owner's block
 
+// Fast boxes (algorithms/plan.hpp, fits_fastbox): each rank's block holds,
+// for every writer, kBoxSlots boxes of kBoxLines cache lines; a call uses
+// the boxes of slot ticket % kBoxSlots, so a writer waits for a reader only
+// when it runs kBoxSlots calls ahead of it.
+inline constexpr int kBoxSlots = 8;
+inline constexpr std::size_t kBoxLines = 72;
+
 // Where one buffer of one rank is for the current call.
 struct BufDesc {
   std::uint64_t addr = 0;   // in the owner's address space
@@ -107,6 +114,12 @@ class Window {
 
   // --- signals ---------------------------------------------------------------
   void signal(int peer);
+  // Wakes `peer` if it sleeps on its doorbell (after a seq_cst store it must
+  // see, such as a fast box's flag).
+  void ring(int peer);
+  // The fast box `writer` fills for `reader` in the call with this ticket:
+  // kBoxLines lines in the reader's block, line-aligned.
+  char* box(int writer, int reader, std::uint64_t ticket) const;
   // Signals received from `peer` so far (acquire: what it wrote before
   // signalling is visible after this returns a count that includes it).
   std::uint32_t received(int peer) const;
@@ -139,6 +152,13 @@ class Window {
   // At least `need` if the peer has completed that many calls; reads the
   // peer's line only when the last value seen is below `need`.
   std::uint64_t peer_completed(int peer, std::uint64_t need);
+  // Something the peer wrote in call `ticket` has arrived: it runs that
+  // call, so it has completed every one before (calls run one at a time, in
+  // ticket order). Spares reading its line, which it rewrites every call.
+  void peer_progressed(int peer, std::uint64_t ticket) {
+    auto& seen = completed_seen_[static_cast<std::size_t>(peer)];
+    if (seen < ticket) seen = ticket;
+  }
 
   // --- scratch -----------------------------------------------------------------
   // This call's Scratch half (zero-size plans get nullptr); may move to a

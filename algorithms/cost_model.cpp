@@ -27,7 +27,9 @@ class Simulator {
  public:
   Simulator(const Plan& p, const CostParams& c)
       : p_(p), c_(c), n_(static_cast<int>(p.ranks.size())),
-        alpha_(c.fastbox_alpha_s > 0 && fits_fastbox(p) ? c.fastbox_alpha_s : c.alpha_s) {}
+        boxed_(c.fastbox_alpha_s > 0 && fits_fastbox(p)),
+        alpha_(boxed_ ? c.fastbox_alpha_s : c.alpha_s),
+        beta_(boxed_ ? c.fastbox_beta_s_per_byte : c.beta_s_per_byte) {}
 
   double run() {
     setup();
@@ -75,7 +77,7 @@ class Simulator {
       double& out_port = send_port_[static_cast<std::size_t>(e.rank)];
       double& in_port = recv_port_[static_cast<std::size_t>(rcv.rank)];
       const double start = std::max({e.time, out_port, in_port});
-      const double arrive = start + alpha_ + c_.beta_s_per_byte * b;
+      const double arrive = start + alpha_ + beta_ * b;
       out_port = in_port = arrive;
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
       complete(e.rank, e.step, arrive);
@@ -192,7 +194,8 @@ class Simulator {
   const Plan& p_;
   const CostParams& c_;
   const int n_;
-  const double alpha_;  // per message: fast boxes or not
+  const bool boxed_;              // the plan runs over fast boxes
+  const double alpha_, beta_;     // per message, per byte: boxes or not
   std::vector<std::size_t> offset_;  // first flat index of each rank's steps
   std::size_t total_ = 0, finished_ = 0;
   double latest_ = 0.0;

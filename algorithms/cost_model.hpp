@@ -12,7 +12,8 @@
 // move the message algorithms' choices).
 //
 // Message plans that fit the fast boxes (plan.hpp) cost fastbox_alpha_s per
-// message instead of alpha_s, where the params offer fast boxes.
+// message and fastbox_beta_s_per_byte instead of alpha_s and
+// beta_s_per_byte, where the params offer fast boxes.
 //
 // One-sided plans: a Signal completes at once for its sender; the matching
 // Wait completes signal_s after the Signal or when the Wait becomes ready,
@@ -55,6 +56,7 @@ struct CostParams {
   // (plan.hpp, fits_fastbox): a flag-stamped cache line written into the
   // receiver's block and polled there. 0: no fast boxes (not one host).
   double fastbox_alpha_s = 0.0;
+  double fastbox_beta_s_per_byte = 0.0;  // and per byte
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -77,8 +79,12 @@ inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-
 // 8 MiB: 9.7 ms vs ring's 17.6), which 0.15 ns/byte reproduces; at 0.5-4 MiB
 // the two measured within their noise (bench/RESULTS.md section 9).
 // Fast boxes: one line across cores and its flag polled, ~0.1 us (a bare
-// two-process exchange of 8 bytes through one line each way: 0.07-0.10 us).
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9, 0.105e-9, 0.091e-9, 0.15e-6, 5e-6, 0.15e-9, 0.25, 0.1e-6};
+// two-process exchange of 8 bytes through one line each way: 0.07-0.10 us);
+// per byte, lines streamed into the receiver's cache: recursive_doubling
+// all_reduce at 2 ranks took 0.22 us at 8 bytes and 0.50 at 4 KiB (oneshot
+// 0.62), ring broadcast of 1 KiB 0.13-0.17 us (oneshot 0.22-0.24).
+inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9,  0.105e-9, 0.091e-9, 0.15e-6,
+                                          5e-6,   0.15e-9, 0.25,     0.1e-6,   0.05e-9};
 
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).

@@ -241,8 +241,8 @@ struct OneSidedRunner {
                     fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
                                 call.what, call.timeout.count(), w.world_rank(q)),
                     w.world_rank(q));
-      // Peers do not ring for this; poll gently.
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      // Every rank rings its sleeping peers when it completes a call (run()).
+      w.sleep([&] { return behind() < 0; }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1));
     }
   }
 
@@ -528,13 +528,19 @@ struct OneSidedRunner {
       if (pending.empty()) sched.stalled(call.what);
       wait_some();
     }
-    flush_rings();
     if (dev) dev->flush();  // trailing local work: later stream work sees it
     // Every Wait of this call has consumed its signal.
     auto& consumed = w.consumed();
     if (!call.plan->fastbox)
       for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
     w.completed(call.ticket + 1);
+    // One fence for this call's box flags and its completion, then wake
+    // whichever peer sleeps: one waiting for our messages, or a writer
+    // waiting for us to free its boxes (a broadcast root runs ahead).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    owed.clear();
+    for (int q = 0; q < w.size(); ++q)
+      if (q != w.me()) w.ring(q);
   }
 };
 

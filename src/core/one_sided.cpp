@@ -176,9 +176,10 @@ struct OneSidedRunner {
       pending.clear();
       return;
     }
-    if (c.ticket >= 2) wait_for_completed(c.ticket - 1);
+    const std::size_t scratch_bytes = dev ? 0 : static_cast<std::size_t>(rp.scratch_count) * elem;
+    if (const std::uint64_t need = w.writable_after(scratch_bytes, c.ticket)) wait_for_completed(need);
     shm::BufDesc sd;
-    if (!dev) scratch = w.scratch(parity, static_cast<std::size_t>(rp.scratch_count) * elem, c.ticket, &sd);
+    if (!dev) scratch = w.scratch(parity, scratch_bytes, c.ticket, &sd);
     const plan::PlanArgs& a = c.plan->plan->args;
     const int me = c.plan->rank;
     // Describe to peers what they will read or write, before the first Signal.

@@ -214,6 +214,30 @@ TEST_CASE("one-sided plans: shared scratch, single copy and zero copy", "[one_si
   }
 }
 
+TEST_CASE("large Scratch is one region: calls on it and right after it wait for their peers", "[one_sided]") {
+  auto res = run_ranks(3, [](int rank, int world) {
+    init_env();
+    // Above Window::kSplitScratchBytes both parities share one region, so
+    // neither a call on it nor the call after it (whose half overlaps it)
+    // may write before every peer is done with the call before. Ranks
+    // arrive skewed, so a rank that did not wait would overwrite what a
+    // slower one still reads.
+    const std::int64_t big = static_cast<std::int64_t>(braid::shm::Window::kSplitScratchBytes / sizeof(float)) + 4099;
+    const std::int64_t sizes[] = {big, 1000, 20000, big, big, 70, big, 20000};
+    for (int iter = 0; iter < 24; ++iter) {
+      const std::int64_t c = sizes[iter % 8];
+      if ((iter + rank) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      std::vector<float> v(static_cast<std::size_t>(c));
+      for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
+      run_plan(oneshot_plan(world, c), nullptr, v.data());
+      check_sum(v.data(), c, world, iter);
+    }
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("fast boxes: message plans between ranks of one host run through the window", "[one_sided][fastbox]") {
   for (int n : {2, 3, 4}) {
     auto res = run_ranks(n, [](int rank, int world) {

@@ -330,11 +330,23 @@ void Window::write_peer(int peer, std::uint64_t addr, const void* src, std::size
             const_cast<char*>(static_cast<const char*>(src)), bytes, true);
 }
 
+namespace {
+std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
+}  // namespace
+
+std::uint64_t Window::writable_after(std::size_t bytes, std::uint64_t ticket) {
+  const bool single = line_round(bytes) > kSplitScratchBytes;
+  const bool after_single = last_single_ + 1 == ticket;
+  if (single) last_single_ = ticket;
+  if (single || after_single) return ticket;
+  return ticket >= 2 ? ticket - 1 : 0;
+}
+
 char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDesc* desc) {
   (void)ticket;
   *desc = BufDesc{};
   if (bytes == 0) return nullptr;
-  const std::size_t half = (bytes + kLine - 1) / kLine * kLine;
+  const std::size_t half = line_round(bytes);
   if (half <= kBlockScratchBytes) {
     char* p = static_cast<char*>(own_) + header_size() + static_cast<std::size_t>(size()) * kLine +
               static_cast<std::size_t>(parity) * kBlockScratchBytes;
@@ -345,16 +357,18 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
     desc->size = block_bytes_;
     return p;
   }
-  if (scratch_.size < 2 * half) {
+  const bool single = half > kSplitScratchBytes;  // writable_after() made it safe
+  const std::size_t need = single ? half : 2 * half;
+  if (scratch_.size < need) {
     // A peer may still read the old halves (the call before this one):
     // keep them. Sizes at least double, so the kept ones never sum to more
     // than the current allocation.
-    const std::size_t want = std::max(2 * half, 2 * scratch_.size);
+    const std::size_t want = std::max(need, 2 * scratch_.size);
     if (scratch_.size) retired_.push_back({scratch_, ticket});
     scratch_ = shared_alloc(want, "one-sided scratch");
   }
   const std::size_t half_size = scratch_.size / 2 / kLine * kLine;
-  char* p = reinterpret_cast<char*>(scratch_.base) + static_cast<std::size_t>(parity) * half_size;
+  char* p = reinterpret_cast<char*>(scratch_.base) + (single ? 0 : static_cast<std::size_t>(parity) * half_size);
   desc->addr = reinterpret_cast<std::uint64_t>(p);
   desc->bytes = bytes;
   desc->fd = scratch_.fd;

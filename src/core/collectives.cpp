@@ -271,7 +271,7 @@ void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, E
   }
 }
 
-Work run(Call c, const OpOptions& o) {
+Work run(Call&& c, const OpOptions& o) {
   Context& ctx = context();
   const auto& g = *c.group;
   Issued at;

@@ -13,7 +13,10 @@
 //     can read them: straight through a mapping when the memory is
 //     shareable (braid::mem_alloc, and the window's own Scratch), otherwise
 //     with one process_vm_readv. Descriptors and Scratch alternate between
-//     two halves by call parity; the plan rules make that safe (plan.hpp).
+//     two halves by call parity; the plan rules make that safe (plan.hpp);
+//   - per peer, kBoxSlots fast boxes that only that peer writes: the
+//     messages of small message plans (plan.hpp, fits_fastbox), each with a
+//     flag word after its bytes, so no signal is needed.
 // Calls run one at a time per group, in issue order (a ticket), so counts
 // and parities agree across ranks whatever thread issues them.
 #pragma once

@@ -91,7 +91,7 @@ bool is_reduction(Collective c) {
 }
 
 bool fits_fastbox(const Plan& p) {
-  if (p.one_sided) return false;
+  if (p.one_sided || !p.args.splits.empty()) return false;
   const std::size_t n = p.ranks.size();
   std::vector<std::int64_t> lines(n);  // to each receiver, from one sender
   for (const RankPlan& rp : p.ranks) {

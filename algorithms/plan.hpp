@@ -170,17 +170,24 @@ struct Plan {
 
 // Fast boxes. Between ranks of one host, a message plan whose messages are
 // small runs without the engine: each ordered pair of ranks has a box of
-// kFastboxLines cache lines in the receiver's shared-memory block, per call;
-// a message is its bytes followed, in the last 8 bytes of its last line, by
-// a flag word the receiver polls (data and "it has arrived" travel in one
-// line for messages up to 56 bytes). The pair's messages of one call lie
+// kFastboxLines cache lines in the receiver's shared-memory block, per call.
+// A line carries 56 bytes of a message and, in its last 8 bytes, a flag word
+// the receiver polls (so data and "it has arrived" travel in one line for
+// messages up to 56 bytes). Those 8 bytes never hold data: the word a reader
+// polls holds a flag of this call or of an older one, never another call's
+// data, whatever layout that call had. The pair's messages of one call lie
 // one after the other in slot order, each from a line boundary.
-inline constexpr std::int64_t kFastboxLines = 72;
-// Cache lines a message of `bytes` occupies in a box.
-constexpr std::int64_t fastbox_lines(std::int64_t bytes) { return (bytes + 8 + 63) / 64; }
+inline constexpr std::int64_t kFastboxLines = 80;
+inline constexpr std::int64_t kFastboxLineBytes = 56;  // data per line
+// Cache lines a message of `bytes` occupies in a box (at least one: its flag).
+constexpr std::int64_t fastbox_lines(std::int64_t bytes) {
+  return bytes <= 0 ? 1 : (bytes + kFastboxLineBytes - 1) / kFastboxLineBytes;
+}
 // Whether every ordered pair's messages of `p` fit one box: then the plan
-// runs over fast boxes on one host. False for one-sided plans. Every rank
-// decides alike (the whole plan is looked at, not one rank's part).
+// runs over fast boxes on one host. False for one-sided plans, and for
+// uneven all-to-all, where a rank's plan knows only its own row and column
+// of the splits: every rank must decide alike, and decides from the whole
+// plan, so the plan must be the same on every rank.
 bool fits_fastbox(const Plan& p);
 
 // Element counts of each buffer for `rank` under the buffer contract.

@@ -239,18 +239,25 @@ struct Issued {
 // runner's).
 void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, Engine& engine,
                 detail::DeviceStaging* staging, bool async) {
-  if (staging) staging->wait_inputs(at.deadline);
-  if (const auto& in = c.init_output; in.bytes && in.dst != in.src) {
-    if (c.device >= 0) {
-      cuda::DeviceGuard on(c.device);
-      cuda::copy(in.dst, in.src, in.bytes, c.stream);
-    } else {
-      copy_bytes(in.dst, in.src, in.bytes);
-    }
-  }
-  if (c.before) c.before();
   ExecCall call{&compiled, c.group, c.buffers, c.dtype, c.op, at.seq, at.timeout, at.deadline, c.what,
                 at.ticket, c.device, c.stream};
+  try {
+    if (staging) staging->wait_inputs(at.deadline);
+    if (const auto& in = c.init_output; in.bytes && in.dst != in.src) {
+      if (c.device >= 0) {
+        cuda::DeviceGuard on(c.device);
+        cuda::copy(in.dst, in.src, in.bytes, c.stream);
+      } else {
+        copy_bytes(in.dst, in.src, in.bytes);
+      }
+    }
+    if (c.before) c.before();
+  } catch (...) {
+    // The call holds a turn it will not run: later calls on the group
+    // would wait for it until their deadlines. Hand it on, failed.
+    if (compiled.runs_one_sided()) abandon_one_sided(engine, call, std::current_exception());
+    throw;
+  }
   execute(engine, call);
   if (c.after) c.after();
   if (c.device >= 0 && async) {
@@ -299,22 +306,29 @@ Work run(Call&& c, const OpOptions& o) {
   // Message plans take a sequence number, plans the one-sided runner runs a
   // turn; every rank runs the same kind of plan for the same call, so both
   // counters stay alike across ranks.
-  if (compiled->runs_one_sided()) at.ticket = c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed);
-  else at.seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
-  at.deadline = Deadline::after_coarse(at.timeout);
+  // Taken last, after everything here that may throw: a turn taken and not
+  // run would hold up the group's later calls (run_issued hands on one
+  // whose set-up fails).
+  auto take = [&] {
+    if (compiled->runs_one_sided()) at.ticket = c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed);
+    else at.seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+    at.deadline = Deadline::after_coarse(at.timeout);
+  };
   Engine& engine = *ctx.engine;
   // Device tensors: copies to their stand-ins are enqueued now, at issue, on
   // options.stream, so the op reads what the stream's earlier work left.
   auto staging = c.staging && c.staging->active() ? c.staging : nullptr;
   if (staging) staging->begin();
   if (!o.async_op) {
+    take();
     run_issued(c, *compiled, at, engine, staging.get(), false);
     return Work();
   }
   c.hold = group_of(o, c.what);
   auto w = std::make_shared<CollectiveWork>();
-  w->op_deadline = at.deadline;
   if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
+  take();
+  w->op_deadline = at.deadline;
   ctx.runner->submit([w, c = std::move(c), compiled = compiled, at, engine = &engine, staging]() mutable {
     try {
       run_issued(c, *compiled, at, *engine, staging.get(), true);
@@ -592,13 +606,14 @@ Work reduce_scatter(const Tensor& output_arg, const std::vector<Tensor>& inputs_
 namespace {
 
 // All-to-all over contiguous buffers with per-peer element counts.
+// `even`: the caller passed no splits, so every rank's blocks are alike. A
+// rank cannot tell that from splits it was given: its own row and column may
+// be even while another rank's are not, and all ranks must run one plan.
 Work all_to_all_impl(Call c, const Tensor& output, const Tensor& input, void* out_base, const void* in_base,
                      const std::vector<std::int64_t>& out_splits, const std::vector<std::int64_t>& in_splits,
-                     const OpOptions& o) {
+                     bool even, const OpOptions& o) {
   const int n = static_cast<int>(c.group->ranks.size());
   const int me = c.group->my_rank;
-  const bool even = std::all_of(in_splits.begin(), in_splits.end(), [&](auto s) { return s == in_splits[0]; }) &&
-                    out_splits == in_splits;
   c.dtype = input.dtype;
   c.buffers.input = in_base;
   c.buffers.output = out_base;
@@ -668,7 +683,8 @@ Work all_to_all_single(const Tensor& output_arg, const Tensor& input_arg, const 
   auto out_s = check_splits(c.what, output_splits, n, output.count, "output_splits");
   if (input.data == output.data && input.count > 0)
     fail(ErrorCode::InvalidArgument, "all_to_all_single: input and output must be different buffers");
-  return all_to_all_impl(std::move(c), output, input, output.data, input.data, out_s, in_s, o);
+  const bool even = input_splits.empty() && output_splits.empty();
+  return all_to_all_impl(std::move(c), output, input, output.data, input.data, out_s, in_s, even, o);
 }
 
 Work all_to_all(const std::vector<Tensor>& outputs_arg, const std::vector<Tensor>& inputs_arg, const OpOptions& o) {
@@ -711,7 +727,8 @@ Work all_to_all(const std::vector<Tensor>& outputs_arg, const std::vector<Tensor
     }
   };
   Tensor in_t = inputs[0], out_t = outputs[0];
-  return all_to_all_impl(std::move(c), out_t, in_t, out_b.get(), in_b.get(), out_s, in_s, o);
+  // Tensor sizes may differ from rank to rank, as splits do: never "even".
+  return all_to_all_impl(std::move(c), out_t, in_t, out_b.get(), in_b.get(), out_s, in_s, false, o);
 }
 
 }  // namespace braid

@@ -125,5 +125,9 @@ void execute(Engine& engine, const ExecCall& call);
 // The same for one-sided plans and fast-box message plans (one_sided.cpp);
 // execute() hands them over.
 void execute_one_sided(Engine& engine, const ExecCall& call);
+// A call with a turn (runs_one_sided) that failed before it could run:
+// waits for its turn, marks the group's window failed with `why` (peers may
+// wait for this rank's part) and hands the turn on.
+void abandon_one_sided(Engine& engine, const ExecCall& call, const std::exception_ptr& why);
 
 }  // namespace braid

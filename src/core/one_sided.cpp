@@ -11,10 +11,11 @@
 //
 // It also runs message plans small enough for the window's fast boxes
 // (plan.hpp, fits_fastbox): a Send copies its bytes into the pair's box in
-// the receiver's block and stores a flag word after them; a Recv polls that
-// flag, then copies (RecvReduce: reduces) straight out of the box. Data and
-// flag share a line up to 56 bytes, so a small message is one cache line
-// crossing cores, with no signal and no descriptor.
+// the receiver's block, 56 to a line, and stores a flag word in the last 8
+// bytes of each line; a Recv polls the flag of the last line, then copies
+// (RecvReduce: reduces) out of the box. Data and flag share a line up to 56
+// bytes, so a small message is one cache line crossing cores, with no
+// signal and no descriptor.
 #include <sched.h>
 
 #include <algorithm>
@@ -107,12 +108,14 @@ shm::BufDesc describe(const void* p, std::size_t bytes) {
 }
 
 // A step waiting for a peer: a Wait (signals from `peer` must reach
-// `expected`), or a fast-box Recv (its flag word must read `want`).
+// `expected`), or a fast-box Recv (the flag word of its last line must read
+// `want`; its first line's tells a message of another size early).
 struct Pending {
   std::int32_t step;
   int peer;
   std::uint32_t expected;
   const std::atomic<std::uint64_t>* flag = nullptr;
+  const std::atomic<std::uint64_t>* first = nullptr;
   std::uint64_t want = 0;
 };
 
@@ -133,6 +136,7 @@ struct ThreadState {
   std::vector<Pending> pending;
   std::vector<char> scratch;  // fast-box message plans' Scratch
   std::vector<int> owed;      // peers sent to and not yet rung (flush_rings)
+  std::vector<char> gather;   // a RecvReduce's message of several lines, made contiguous
 };
 thread_local ThreadState t_state;
 
@@ -235,6 +239,7 @@ struct OneSidedRunner {
         else __builtin_ia32_pause();
         continue;
       }
+      if (shm::Window::Failure f; w.peer_failed(q, &f)) gave_up(q, f);
       if (w.peer_gone(q)) e.abort_peer_gone(w.world_rank(q), "its process is gone (exited or killed)");
       e.check_abort();
       if (call.deadline.expired())
@@ -258,22 +263,33 @@ struct OneSidedRunner {
     return w.box(from, to, call.ticket) +
            static_cast<std::size_t>(call.plan->box_line[static_cast<std::size_t>(i)]) * 64;
   }
-  static std::atomic<std::uint64_t>* flag_of(char* msg, std::size_t bytes) {
-    return reinterpret_cast<std::atomic<std::uint64_t>*>(
-        msg + static_cast<std::size_t>(plan::fastbox_lines(static_cast<std::int64_t>(bytes))) * 64 - 8);
+  static constexpr std::size_t kLineData = plan::kFastboxLineBytes;
+  static std::size_t lines_of(std::size_t bytes) {
+    return static_cast<std::size_t>(plan::fastbox_lines(static_cast<std::int64_t>(bytes)));
+  }
+  // The flag word of a message's line k.
+  static std::atomic<std::uint64_t>* flag_of(const char* msg, std::size_t k) {
+    return reinterpret_cast<std::atomic<std::uint64_t>*>(const_cast<char*>(msg) + k * 64 + kLineData);
   }
 
   void box_send(std::int32_t i, const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
+    const std::size_t lines = lines_of(bytes);
     char* msg = box_at(i, w.me(), s.peer);
-    if (bytes) std::memcpy(msg, ptr(s.src), bytes);
-    // Release, not seq_cst: a seq_cst store would stall here until this
-    // core owns the line, which the reader holds; a release store leaves
-    // that to the store buffer while we go on (to poll our own messages).
-    // Waking a sleeping reader needs a full fence before looking at its
-    // flag: flush_rings() does that once for all peers sent to, when this
-    // rank is about to wait or done.
-    flag_of(msg, bytes)->store(flag_word(call.ticket, bytes), std::memory_order_release);
+    const char* src = ptr(s.src);
+    const std::uint64_t flag = flag_word(call.ticket, bytes);
+    for (std::size_t k = 0; k < lines; ++k) {
+      if (const std::size_t n = std::min(kLineData, bytes - std::min(bytes, k * kLineData)))
+        std::memcpy(msg + k * 64, src + k * kLineData, n);
+      // Every line's flag (a reader that expects another size looks at its
+      // own last line), the last with release: the reader acquires it and
+      // then sees every byte before it. Release, not seq_cst: a seq_cst
+      // store would stall until this core owns the line, which the reader
+      // holds. Waking a sleeping reader needs a full fence before looking
+      // at its flag: flush_rings() does that once for all peers sent to,
+      // when this rank is about to wait, and run() at the end.
+      flag_of(msg, k)->store(flag, k + 1 == lines ? std::memory_order_release : std::memory_order_relaxed);
+    }
     owed.push_back(s.peer);
   }
 
@@ -291,7 +307,8 @@ struct OneSidedRunner {
   // A Recv/RecvReduce: done now if its message is there, else pending.
   bool box_recv(std::int32_t i, const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
-    Pending p{i, s.peer, 0, flag_of(box_at(i, s.peer, w.me()), bytes), flag_word(call.ticket, bytes)};
+    const char* msg = box_at(i, s.peer, w.me());
+    Pending p{i, s.peer, 0, flag_of(msg, lines_of(bytes) - 1), flag_of(msg, 0), flag_word(call.ticket, bytes)};
     if (!box_arrived(p)) {
       pending.push_back(p);
       return false;
@@ -302,10 +319,13 @@ struct OneSidedRunner {
 
   bool box_arrived(const Pending& p) const {
     // seq_cst (a plain load on x86): sleep() announces, then looks.
-    const std::uint64_t got = p.flag->load(std::memory_order_seq_cst);
+    std::uint64_t got = p.flag->load(std::memory_order_seq_cst);
     if (got == p.want) return true;
+    // Not there: or there with another size (the last line's flag, or, for
+    // a peer that sent fewer lines, the first's).
     constexpr std::uint64_t ticket_mask = (std::uint64_t{1} << kFlagTicketBits) - 1;
-    if ((got & ticket_mask) == (p.want & ticket_mask))
+    if ((got & ticket_mask) != (p.want & ticket_mask)) got = p.first->load(std::memory_order_relaxed);
+    if ((got & ticket_mask) == (p.want & ticket_mask) && got != p.want)
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must pass the same "
                               "counts, dtype and root",
@@ -319,10 +339,26 @@ struct OneSidedRunner {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(p.step)];
     const char* msg = box_at(p.step, s.peer, w.me());
     w.peer_progressed(s.peer, call.ticket);
-    if (s.kind == plan::StepKind::RecvReduce)
-      reduction::reduce_into(ptr(s.dst), msg, s.dst.count, call.dtype, call.op);
-    else if (s.dst.count)
-      std::memcpy(ptr(s.dst), msg, static_cast<std::size_t>(s.dst.count) * elem);
+    const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
+    const std::size_t lines = lines_of(bytes);
+    if (s.kind == plan::StepKind::RecvReduce) {
+      // One line is contiguous already; more are gathered, then reduced in
+      // one pass (a reduction per 56 bytes would cost more than the copy).
+      const char* src = msg;
+      if (lines > 1) {
+        if (t_state.gather.size() < bytes) t_state.gather.resize(bytes);
+        gather_lines(t_state.gather.data(), msg, bytes);
+        src = t_state.gather.data();
+      }
+      reduction::reduce_into(ptr(s.dst), src, s.dst.count, call.dtype, call.op);
+    } else if (bytes) {
+      gather_lines(ptr(s.dst), msg, bytes);
+    }
+  }
+
+  static void gather_lines(char* dst, const char* msg, std::size_t bytes) {
+    for (std::size_t off = 0, k = 0; off < bytes; off += kLineData, ++k)
+      std::memcpy(dst + off, msg + k * 64, std::min(kLineData, bytes - off));
   }
 
   // The peer's span `theirs` (a Get's src, a Put's dst): its address there,
@@ -460,7 +496,9 @@ struct OneSidedRunner {
     std::string peers;
     for (const Pending& p : pending) peers += (peers.empty() ? "" : ", ") + std::to_string(w.world_rank(p.peer));
     throw Error(ErrorCode::Timeout,
-                fmt::format("{} timed out after {} ms waiting for rank(s) {}", call.what, call.timeout.count(), peers),
+                fmt::format("{} timed out after {} ms waiting for rank(s) {} (through shared memory; a rank that "
+                            "passed other counts than this one may run the call as messages instead)",
+                            call.what, call.timeout.count(), peers),
                 w.world_rank(pending.front().peer));
   }
 
@@ -546,6 +584,26 @@ struct OneSidedRunner {
 };
 
 }  // namespace
+
+void abandon_one_sided(Engine&, const ExecCall& call, const std::exception_ptr& why) {
+  detail::GroupImpl& g = *call.group;
+  shm::Window::Failure f{static_cast<int>(ErrorCode::Internal), -1, "it failed before it could start"};
+  try {
+    std::rethrow_exception(why);
+  } catch (const Error& e) {
+    f = {static_cast<int>(e.code()), e.peer(), e.what()};
+  } catch (const std::exception& e) {
+    f.why = e.what();
+  } catch (...) {
+  }
+  try {
+    Turn turn(g, call.ticket, call);  // hands the turn on when it goes
+    g.window_broken = true;
+    if (g.window) g.window->mark_failed(f);
+  } catch (const Error&) {
+    // The turn never came (an earlier call still runs): nothing to hand on.
+  }
+}
 
 void execute_one_sided(Engine& engine, const ExecCall& call) {
   detail::GroupImpl& g = *call.group;

@@ -121,6 +121,39 @@ TEST_CASE("a rank that gives up on a one-sided call fails its peers at once", "[
   REQUIRE(all_ok(res));
 }
 
+// A broadcast root sends and never receives, so it runs calls ahead of its
+// receivers until their fast boxes are full. A receiver that gives up
+// meanwhile (here: it passed another count) must fail the waiting root at
+// once, naming itself, not at the root's timeout.
+TEST_CASE("a root waiting for a receiver to free its boxes learns at once that it gave up",
+          "[collectives][errors][one_sided]") {
+  const std::string backend = test_backend();
+  if (backend != "auto" && backend != "shm") {
+    WARN("fast boxes need shared memory; backend " << backend << " has none: not checked");
+    return;
+  }
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    const auto t0 = std::chrono::steady_clock::now();
+    bool failed = false;
+    try {
+      for (int k = 0; k < 40; ++k) {
+        std::vector<float> v(rank == 1 && k == 3 ? 3 : 2, 1.0f);
+        braid::broadcast(braid::tensor(v), 0, {.timeout = std::chrono::seconds(60), .algorithm = "ring"});
+      }
+    } catch (const braid::Error& e) {
+      failed = true;
+      std::fprintf(stderr, "[rank %d] as expected: %s\n", rank, e.what());
+      RANK_CHECK_MSG(e.code() == ErrorCode::InvalidArgument, e.what());
+      if (rank == 0) RANK_CHECK_MSG(e.peer() == 1, "the error names rank " << e.peer() << ", expected rank 1");
+    }
+    RANK_CHECK(failed);
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught at group creation", "[collectives][errors]") {
   auto res = run_ranks(2, [](int, int) {
     ::setenv("BRAID_ALGO", "allreduce:teleport", 1);

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -296,6 +297,68 @@ TEST_CASE("fast boxes: a root runs many calls ahead of a slow receiver", "[one_s
       braid::all_reduce(braid::tensor(v));
       check_sum(v.data(), c, 3, k);
     }
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+// A reader may look at a box before its writer has filled it for this call:
+// it must see an older flag there, never the data of an older call, even
+// data shaped like this call's flag word. Phase 1 leaves, in each box slot,
+// 16 int64 elements whose last one is the flag word a contiguous layout
+// would put there for the phase-2 call on that slot (with this call's size,
+// or with another size, which would be taken for a mismatch); phase 2 reads
+// those slots before the late peer writes them.
+TEST_CASE("fast boxes: an older call's data is never taken for a flag", "[one_sided][fastbox]") {
+  for (const bool same_size : {true, false}) {
+    auto res = run_ranks(2, [same_size](int rank, int) {
+      init_env();
+      braid::OpOptions o;
+      o.algorithm = "recursive_doubling";
+      std::vector<std::int64_t> w(8, 1);
+      braid::all_reduce(braid::tensor(w), braid::ReduceOp::Max, o);  // the window exists
+      const std::uint64_t t0 = braid::context().world.impl()->one_sided_issued.load();
+      for (int k = 0; k < braid::shm::kBoxSlots; ++k) {
+        std::vector<std::int64_t> v(16, 1);
+        const std::uint64_t later = t0 + static_cast<std::uint64_t>(k) + braid::shm::kBoxSlots;
+        v[15] = static_cast<std::int64_t>((later + 1) | (same_size ? std::uint64_t{64} << 40 : 0));
+        braid::all_reduce(braid::tensor(v), braid::ReduceOp::Max, o);
+      }
+      for (int k = 0; k < braid::shm::kBoxSlots; ++k) {
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        std::vector<std::int64_t> v(8, rank == 1 ? 1000 : 0);
+        braid::all_reduce(braid::tensor(v), braid::ReduceOp::Max, o);
+        for (std::int64_t x : v) RANK_CHECK_MSG(x == 1000, "call " << k << ": got " << x << ", expected 1000");
+      }
+      braid::destroy_process_group();
+    });
+    INFO((same_size ? "flag-shaped data of the same size\n" : "flag-shaped data of another size\n") << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
+// Uneven all-to-all: a rank's plan knows only its own row and column of the
+// splits, so ranks must not decide on fast boxes from their plans (rank 0
+// would see only small blocks while 1 -> 2 is large).
+TEST_CASE("fast boxes: uneven all-to-all with one large block runs alike on every rank", "[one_sided][fastbox]") {
+  auto res = run_ranks(3, [](int rank, int n) {
+    init_env();
+    auto split = [](int i, int j) -> std::int64_t { return i == 1 && j == 2 ? 4000 : 1; };
+    std::vector<std::int64_t> in_s, out_s;
+    for (int j = 0; j < n; ++j) in_s.push_back(split(rank, j));
+    for (int i = 0; i < n; ++i) out_s.push_back(split(i, rank));
+    std::vector<float> in(static_cast<std::size_t>(std::accumulate(in_s.begin(), in_s.end(), std::int64_t{0})));
+    std::vector<float> out(static_cast<std::size_t>(std::accumulate(out_s.begin(), out_s.end(), std::int64_t{0})));
+    std::size_t off = 0;
+    for (int j = 0; j < n; ++j)
+      for (std::int64_t k = 0; k < in_s[static_cast<std::size_t>(j)]; ++k)
+        in[off++] = static_cast<float>(rank * 100 + j * 10 + k % 7);
+    braid::all_to_all_single(braid::tensor(out), braid::tensor(in), out_s, in_s, {.timeout = std::chrono::seconds(20)});
+    off = 0;
+    for (int i = 0; i < n; ++i)
+      for (std::int64_t k = 0; k < out_s[static_cast<std::size_t>(i)]; ++k, ++off)
+        RANK_CHECK(out[off] == static_cast<float>(i * 100 + rank * 10 + k % 7));
     braid::destroy_process_group();
   });
   INFO(describe(res));

@@ -91,7 +91,8 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
     while (!(rec = store.try_get(prefix + std::to_string(q)))) {
       if (deadline.expired())
         fail_peer(ErrorCode::Timeout, world_rank(q),
-                  "one-sided window: rank {} did not publish its shared-memory block before the deadline",
+                  "one-sided window: rank {} did not publish its shared-memory block before the deadline (a rank "
+                  "that passed other counts than this one may run the call as messages instead)",
                   world_rank(q));
       check_alive(world_rank(q));
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, deadline.poll_ms(100) + 1)));
@@ -213,7 +214,8 @@ std::uint64_t Window::peer_completed(int peer, std::uint64_t need) {
   // The peer's line changes every call: read it only when what we last saw
   // is not enough (usually it is: peers are rarely two calls behind).
   auto& seen = completed_seen_[static_cast<std::size_t>(peer)];
-  if (seen < need) seen = header(peer)->completed.load(std::memory_order_acquire);
+  // seq_cst (a plain load on x86): a waiter announces its sleep, then looks here.
+  if (seen < need) seen = header(peer)->completed.load(std::memory_order_seq_cst);
   return seen;
 }
 

@@ -50,7 +50,7 @@ inline constexpr std::int32_t kInBlock = -2;  // BufDesc::fd: in the owner's blo
 // the boxes of slot ticket % kBoxSlots, so a writer waits for a reader only
 // when it runs kBoxSlots calls ahead of it.
 inline constexpr int kBoxSlots = 8;
-inline constexpr std::size_t kBoxLines = 72;
+inline constexpr std::size_t kBoxLines = 80;
 
 // Where one buffer of one rank is for the current call.
 struct BufDesc {

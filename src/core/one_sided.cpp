@@ -278,9 +278,10 @@ struct OneSidedRunner {
     char* msg = box_at(i, w.me(), s.peer);
     const char* src = ptr(s.src);
     const std::uint64_t flag = flag_word(call.ticket, bytes);
+    const std::size_t full = bytes / kLineData;  // lines filled whole: a fixed-size copy each
     for (std::size_t k = 0; k < lines; ++k) {
-      if (const std::size_t n = std::min(kLineData, bytes - std::min(bytes, k * kLineData)))
-        std::memcpy(msg + k * 64, src + k * kLineData, n);
+      if (k < full) std::memcpy(msg + k * 64, src + k * kLineData, kLineData);
+      else if (bytes > k * kLineData) std::memcpy(msg + k * 64, src + k * kLineData, bytes - k * kLineData);
       // Every line's flag (a reader that expects another size looks at its
       // own last line), the last with release: the reader acquires it and
       // then sees every byte before it. Release, not seq_cst: a seq_cst
@@ -357,8 +358,9 @@ struct OneSidedRunner {
   }
 
   static void gather_lines(char* dst, const char* msg, std::size_t bytes) {
-    for (std::size_t off = 0, k = 0; off < bytes; off += kLineData, ++k)
-      std::memcpy(dst + off, msg + k * 64, std::min(kLineData, bytes - off));
+    const std::size_t full = bytes / kLineData;  // a fixed-size copy each: inlined
+    for (std::size_t k = 0; k < full; ++k) std::memcpy(dst + k * kLineData, msg + k * 64, kLineData);
+    if (const std::size_t rest = bytes - full * kLineData) std::memcpy(dst + full * kLineData, msg + full * 64, rest);
   }
 
   // The peer's span `theirs` (a Get's src, a Put's dst): its address there,

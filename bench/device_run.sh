@@ -84,6 +84,7 @@ T="$bin/time-cuda-all-reduce"
 step "all_reduce 256 MiB, 2 ranks"  120 "$T" --mib 256 --ranks 2 --iters 20 --breakdown
 step "  same, bfloat16"             120 "$T" --mib 256 --ranks 2 --iters 20 --dtype bfloat16
 step "  same, in place"             120 "$T" --mib 256 --ranks 2 --iters 20 --inplace
+step "  same, in place, refilled"   120 "$T" --mib 256 --ranks 2 --iters 20 --inplace --refill
 step "  same, algo twoshot"         120 "$T" --mib 256 --ranks 2 --iters 20 --algo twoshot
 step "  same, algo ring (staged)"   120 "$T" --mib 256 --ranks 2 --iters 5 --algo ring
 step "all_reduce 256 MiB, 4 ranks"  120 "$T" --mib 256 --ranks 4 --iters 20

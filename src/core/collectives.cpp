@@ -310,8 +310,16 @@ Work run(Call&& c, const OpOptions& o) {
   // run would hold up the group's later calls (run_issued hands on one
   // whose set-up fails).
   auto take = [&] {
-    if (compiled->runs_one_sided()) at.ticket = c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed);
-    else at.seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+    // The other counter is read too: with it a call's identity
+    // (executor.hpp, call_identity) is the same on every rank whichever
+    // way each runs it.
+    if (compiled->runs_one_sided()) {
+      at.ticket = c.group->one_sided_issued.fetch_add(1, std::memory_order_relaxed);
+      at.seq = c.group->collective_seq.load(std::memory_order_relaxed);
+    } else {
+      at.seq = c.group->collective_seq.fetch_add(1, std::memory_order_relaxed);
+      at.ticket = c.group->one_sided_issued.load(std::memory_order_relaxed);
+    }
     at.deadline = Deadline::after_coarse(at.timeout);
   };
   Engine& engine = *ctx.engine;

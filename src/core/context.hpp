@@ -34,14 +34,18 @@ struct GroupImpl {
   std::vector<int> host_of;
   bool shared_memory = false;
   // One-sided plans (possible when shared_memory): they run one at a time,
-  // in issue order (a ticket taken at issue), on the group's window, which
-  // the first such call creates (see transports/shm/window.hpp).
+  // in issue order (a ticket taken at issue), on the group's window (see
+  // transports/shm/window.hpp).
   std::atomic<std::uint64_t> one_sided_issued{0};
   std::atomic<std::uint64_t> one_sided_turn{0};
   std::atomic<int> one_sided_waiters{0};
   std::mutex one_sided_mu;  // with the cv, only for calls not yet in turn
   std::condition_variable one_sided_cv;
+  // Made by the group's first collective of any kind (group_window() in
+  // executor.hpp), under window_mu; window_ready says it is there.
   std::shared_ptr<shm::Window> window;
+  std::mutex window_mu;
+  std::atomic<bool> window_ready{false};
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)
   // Collectives directly on device memory (CUDA IPC): the device this rank
   // uses with the group (-1 before the first such call) and which members

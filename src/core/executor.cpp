@@ -1,6 +1,8 @@
 #include "core/executor.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "common/errors.hpp"
 #include "reduce/cpu_reduce.hpp"
@@ -8,6 +10,10 @@
 namespace braid {
 
 namespace {
+
+// How often a message plan on one host looks at its peers' windows while it
+// waits (run()).
+constexpr auto kPeerLook = std::chrono::milliseconds(100);
 
 // Where each of this rank's messages starts in its pair's fast box: the
 // messages from a sender to a receiver lie in slot order, each from a line
@@ -156,6 +162,7 @@ struct Runner {
   char* stage = nullptr;
   Request* reqs = nullptr;
   StepSchedule& sched;
+  shm::Window* window = nullptr;            // one host: the group's (look_at_peers)
   std::vector<std::int32_t>& inflight;     // step indices
   std::vector<Request*>& inflight_reqs;    // same order
 
@@ -258,13 +265,44 @@ struct Runner {
       if (!r->done.load(std::memory_order_acquire)) e.cancel(*r, why);
   }
 
+  // The peers' windows (one host only): see run().
+  void look_at_peers() const {
+    const std::uint64_t me = call_identity(call);
+    for (int q = 0; q < window->size(); ++q) {
+      if (q == window->me()) continue;
+      const int peer = window->world_rank(q);
+      shm::Window::Failure f;
+      if (window->peer_failed(q, &f) && f.call == me) {
+        const auto known = static_cast<int>(ErrorCode::Internal);
+        throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
+                    fmt::format("{}: rank {} gave up on this call: {}", call.what, peer, f.why),
+                    f.about >= 0 && f.about != window->world_rank(window->me()) ? f.about : peer);
+      }
+      if (window->peer_doing(q, true) == me)
+        throw Error(ErrorCode::InvalidArgument,
+                    fmt::format("{}: rank {} runs this call through shared memory where this rank runs it as "
+                                "messages: every rank must pass the same counts, dtype and root",
+                                call.what, peer),
+                    peer);
+    }
+  }
+
   void run() {
     for (;;) {
       sched.start_ready([&](std::int32_t i) { start(i); });
       if (sched.all_done()) break;
       if (inflight.empty()) sched.stalled(call.what);
-      if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), call.deadline,
+      // On one host, wait in slices and look at the peers' windows between
+      // them: a peer that runs this call through shared memory (it passed
+      // other counts) or gave up on it would otherwise be waited on until
+      // the deadline.
+      const Deadline until = window ? Deadline{std::min(call.deadline.at, Clock::now() + kPeerLook)} : call.deadline;
+      if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
+        if (window && !call.deadline.expired()) {
+          look_at_peers();
+          continue;
+        }
         std::string peers;
         for (Request* r : inflight_reqs)
           if (!r->done.load()) peers += (peers.empty() ? "" : ", ") + std::to_string(r->peer);
@@ -302,6 +340,13 @@ struct Runner {
 void execute(Engine& engine, const ExecCall& call) {
   if (call.plan->runs_one_sided()) return execute_one_sided(engine, call);
   Runner r(engine, call);
+  // Ranks of one host say in the group's window that they run this call as
+  // messages, for a peer that runs it through the window (Window::doing).
+  std::optional<Doing> doing;
+  if (call.group->shared_memory && call.group->ranks.size() > 1) {
+    r.window = &group_window(engine, *call.group, call.deadline);
+    doing.emplace(*r.window, false, call);
+  }
   try {
     r.run();
   } catch (...) {

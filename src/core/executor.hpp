@@ -17,6 +17,7 @@
 #include "common/time.hpp"
 #include "core/context.hpp"
 #include "plan.hpp"
+#include "transports/shm/window.hpp"
 
 namespace braid {
 
@@ -125,6 +126,36 @@ void execute(Engine& engine, const ExecCall& call);
 // The same for one-sided plans and fast-box message plans (one_sided.cpp);
 // execute() hands them over.
 void execute_one_sided(Engine& engine, const ExecCall& call);
+// The group's shared-memory window, made on first use (every member's first
+// collective on a group whose ranks share a host makes it, whatever its
+// plan: a rank running a call as messages must be visible to a peer that
+// runs it through the window, see Window::doing).
+shm::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// The window if it is made, else nullptr.
+shm::Window* ready_window(detail::GroupImpl& g);
+// Which call this is, for Window::doing: its ticket (one-sided runner) or
+// the tickets taken before it (message plans), and its sequence number
+// (message plans) or the sequence numbers taken before it (one-sided). Two
+// ranks running the same call agree on both whichever way each runs it, as
+// long as their earlier calls agreed in kind; a message call issued just
+// before a one-sided one differs from it in the second.
+inline std::uint64_t call_identity(const ExecCall& c) {
+  return std::uint64_t{1} << 63 | (c.ticket & 0x7fffffffu) << 32 | (c.seq & 0xffffffffu);
+}
+// Says in the window what this rank runs (Window::doing) while it lives.
+class Doing {
+ public:
+  Doing(shm::Window& w, bool one_sided, const ExecCall& c) : w_(w), one_sided_(one_sided) {
+    w_.doing(one_sided_, call_identity(c));
+  }
+  ~Doing() { w_.doing(one_sided_, 0); }
+  Doing(const Doing&) = delete;
+  Doing& operator=(const Doing&) = delete;
+
+ private:
+  shm::Window& w_;
+  bool one_sided_;
+};
 // A call with a turn (runs_one_sided) that failed before it could run:
 // waits for its turn, marks the group's window failed with `why` (peers may
 // wait for this rank's part) and hands the turn on.

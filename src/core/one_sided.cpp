@@ -86,12 +86,6 @@ class Turn {
   bool skip_ = false;
 };
 
-shm::Window& window_of(Engine& e, detail::GroupImpl& g, const ExecCall& call) {
-  if (!g.window)
-    g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, call.deadline,
-                                             [&e](int peer) { e.check_peer_alive(peer); });
-  return *g.window;
-}
 
 shm::BufDesc describe(const void* p, std::size_t bytes) {
   shm::BufDesc d;
@@ -494,6 +488,17 @@ struct OneSidedRunner {
     return any;
   }
 
+  // The peer runs this very call as a message plan on the engine: it
+  // passed counts for which the plan does not fit the fast boxes, or is not
+  // one-sided, where this rank's does.
+  [[noreturn]] void runs_as_messages(int peer) const {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: rank {} runs this call as messages where this rank runs it through shared memory: "
+                            "every rank must pass the same counts, dtype and root",
+                            call.what, w.world_rank(peer)),
+                w.world_rank(peer));
+  }
+
   [[noreturn]] void timed_out() {
     std::string peers;
     for (const Pending& p : pending) peers += (peers.empty() ? "" : ", ") + std::to_string(w.world_rank(p.peer));
@@ -554,6 +559,7 @@ struct OneSidedRunner {
           if (reap()) return;
           e.abort_peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)");
         }
+        if (w.peer_doing(p.peer, false) == call_identity(call)) runs_as_messages(p.peer);
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();
@@ -587,13 +593,29 @@ struct OneSidedRunner {
 
 }  // namespace
 
+shm::Window* ready_window(detail::GroupImpl& g) {
+  return g.window_ready.load(std::memory_order_acquire) ? g.window.get() : nullptr;
+}
+
+shm::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadline) {
+  if (!g.window_ready.load(std::memory_order_acquire)) {
+    std::lock_guard lk(g.window_mu);
+    if (!g.window)
+      g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, deadline,
+                                               [&e](int peer) { e.check_peer_alive(peer); });
+    g.window_ready.store(true, std::memory_order_release);
+  }
+  return *g.window;
+}
+
 void abandon_one_sided(Engine&, const ExecCall& call, const std::exception_ptr& why) {
   detail::GroupImpl& g = *call.group;
-  shm::Window::Failure f{static_cast<int>(ErrorCode::Internal), -1, "it failed before it could start"};
+  shm::Window::Failure f{static_cast<int>(ErrorCode::Internal), -1, "it failed before it could start",
+                         call_identity(call)};
   try {
     std::rethrow_exception(why);
   } catch (const Error& e) {
-    f = {static_cast<int>(e.code()), e.peer(), e.what()};
+    f = {static_cast<int>(e.code()), e.peer(), e.what(), call_identity(call)};
   } catch (const std::exception& e) {
     f.why = e.what();
   } catch (...) {
@@ -601,7 +623,7 @@ void abandon_one_sided(Engine&, const ExecCall& call, const std::exception_ptr& 
   try {
     Turn turn(g, call.ticket, call);  // hands the turn on when it goes
     g.window_broken = true;
-    if (g.window) g.window->mark_failed(f);
+    if (shm::Window* w = ready_window(g)) w->mark_failed(f);
   } catch (const Error&) {
     // The turn never came (an earlier call still runs): nothing to hand on.
   }
@@ -616,7 +638,8 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
          "of step with the other ranks, so no further collective can run on the group",
          call.what);
   try {
-    shm::Window& w = window_of(engine, g, call);
+    shm::Window& w = group_window(engine, g, call.deadline);
+    Doing doing(w, true, call);
     std::optional<cuda::DeviceGuard> on_device;
     if (call.device >= 0) on_device.emplace(call.device);
     OneSidedRunner r(engine, call, w);
@@ -626,11 +649,13 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
     // call could match stale signals and read the wrong data. Refuse; and
     // tell the peers, who may be waiting for signals we will not send.
     g.window_broken = true;
-    if (g.window) g.window->mark_failed({static_cast<int>(e.code()), e.peer(), e.what()});
+    if (shm::Window* w = ready_window(g))
+      w->mark_failed({static_cast<int>(e.code()), e.peer(), e.what(), call_identity(call)});
     throw;
   } catch (...) {
     g.window_broken = true;
-    if (g.window) g.window->mark_failed({static_cast<int>(ErrorCode::Internal), -1, "an unexpected exception"});
+    if (shm::Window* w = ready_window(g))
+      w->mark_failed({static_cast<int>(ErrorCode::Internal), -1, "an unexpected exception", call_identity(call)});
     throw;
   }
 }

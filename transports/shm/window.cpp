@@ -46,9 +46,12 @@ struct Window::Header {
   alignas(kLine) std::atomic<std::uint64_t> completed;  // calls done
   alignas(kLine) BufDesc desc[2][3];
   alignas(kLine) IpcDesc ipc[2][3];
+  alignas(kLine) std::atomic<std::uint64_t> doing_one_sided;  // doing(): a call's identity, or 0
+  std::atomic<std::uint64_t> doing_messages;
   alignas(kLine) std::atomic<std::uint32_t> failed;  // 0, or 1 once failure[] is written
   std::int32_t failure_code;
   std::int32_t failure_about;
+  std::uint64_t failure_call;
   char failure[244];  // the error's message, NUL-terminated
 };
 
@@ -224,10 +227,21 @@ void Window::mark_failed(const Failure& f) {
   if (h->failed.load(std::memory_order_relaxed)) return;
   h->failure_code = f.code;
   h->failure_about = f.about;
+  h->failure_call = f.call;
   const std::size_t n = std::min(f.why.size(), sizeof h->failure - 1);
   std::memcpy(h->failure, f.why.data(), n);
   h->failure[n] = '\0';
   h->failed.store(1, std::memory_order_release);
+}
+
+void Window::doing(bool one_sided, std::uint64_t identity) {
+  Header* h = header(me_);
+  (one_sided ? h->doing_one_sided : h->doing_messages).store(identity, std::memory_order_relaxed);
+}
+
+std::uint64_t Window::peer_doing(int peer, bool one_sided) const {
+  const Header* h = header(peer);
+  return (one_sided ? h->doing_one_sided : h->doing_messages).load(std::memory_order_relaxed);
 }
 
 bool Window::peer_failed(int peer, Failure* f) const {
@@ -239,6 +253,7 @@ bool Window::peer_failed(int peer, Failure* f) const {
   text[sizeof text - 1] = '\0';
   f->code = h->failure_code;
   f->about = h->failure_about;
+  f->call = h->failure_call;
   f->why = text;
   return true;
 }

@@ -143,10 +143,18 @@ class Window {
     int code = 0;          // braid::ErrorCode
     int about = -1;        // the world rank its error names, or -1
     std::string why;
+    std::uint64_t call = 0;  // the failed call's identity (doing()), 0 if unknown
   };
   void mark_failed(const Failure& f);
   // True if `peer` marked its window failed, with what it said.
   bool peer_failed(int peer, Failure* f) const;
+  // What this rank runs now, for a peer that waits on it to tell "it runs
+  // this call another way" (it passed other counts) from "it is slow": the
+  // call's identity (executor.hpp, call_identity), 0 when idle; one slot
+  // for the one-sided runner, one for message plans. Owner-written, on a
+  // line of its own.
+  void doing(bool one_sided, std::uint64_t identity);
+  std::uint64_t peer_doing(int peer, bool one_sided) const;
   // Calls this rank / a peer has completed on the window. Before a call
   // writes anything it alternates by parity (descriptors, Scratch), every
   // peer must have completed the call two before it: whatever plans ran in

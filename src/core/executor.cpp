@@ -272,12 +272,7 @@ struct Runner {
       if (q == window->me()) continue;
       const int peer = window->world_rank(q);
       shm::Window::Failure f;
-      if (window->peer_failed(q, &f) && f.call == me) {
-        const auto known = static_cast<int>(ErrorCode::Internal);
-        throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
-                    fmt::format("{}: rank {} gave up on this call: {}", call.what, peer, f.why),
-                    f.about >= 0 && f.about != window->world_rank(window->me()) ? f.about : peer);
-      }
+      if (window->peer_failed(q, &f) && f.call == me) throw peer_gave_up(*window, q, f, call);
       if (window->peer_doing(q, true) == me)
         throw Error(ErrorCode::InvalidArgument,
                     fmt::format("{}: rank {} runs this call through shared memory where this rank runs it as "
@@ -336,6 +331,13 @@ struct Runner {
 };
 
 }  // namespace
+
+Error peer_gave_up(const shm::Window& w, int peer, const shm::Window::Failure& f, const ExecCall& call) {
+  const auto known = static_cast<int>(ErrorCode::Internal);
+  const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
+  return Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
+               fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), f.why), about);
+}
 
 void execute(Engine& engine, const ExecCall& call) {
   if (call.plan->runs_one_sided()) return execute_one_sided(engine, call);

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "braid/error.hpp"
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
 #include "common/time.hpp"
@@ -131,6 +132,10 @@ void execute_one_sided(Engine& engine, const ExecCall& call);
 // plan: a rank running a call as messages must be visible to a peer that
 // runs it through the window, see Window::doing).
 shm::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// The error for a peer that marked its window failed (f): its error, with
+// its code, naming the rank its error names (a dead peer stays the one
+// named), else (nobody, or this rank) the peer that gave up.
+Error peer_gave_up(const shm::Window& w, int peer, const shm::Window::Failure& f, const ExecCall& call);
 // The window if it is made, else nullptr.
 shm::Window* ready_window(detail::GroupImpl& g);
 // Which call this is, for Window::doing: its ticket (one-sided runner) or

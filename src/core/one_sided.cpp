@@ -509,15 +509,8 @@ struct OneSidedRunner {
                 w.world_rank(pending.front().peer));
   }
 
-  // A peer marked its window failed: its error, with its code, naming the
-  // rank its error names (a dead peer stays the one named), else (nobody,
-  // or this rank) the rank that gave up.
-  [[noreturn]] void gave_up(int peer, const shm::Window::Failure& f) const {
-    const auto known = static_cast<int>(ErrorCode::Internal);
-    const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
-    throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
-                fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), f.why), about);
-  }
+  // A peer marked its window failed (executor.hpp, peer_gave_up).
+  [[noreturn]] void gave_up(int peer, const shm::Window::Failure& f) const { throw peer_gave_up(w, peer, f, call); }
 
   // Until some pending Wait is satisfied: poll a bounded time (yielding the
   // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,

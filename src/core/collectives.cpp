@@ -278,24 +278,57 @@ void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, E
   }
 }
 
-Work run(Call&& c, const OpOptions& o) {
-  Context& ctx = context();
+// The plan this thread used last, and for what: a loop of one small
+// collective finds it by comparing a few words, before building the plan
+// cache's key. Only host calls without splits: their plans depend on
+// nothing but these and what the group fixes (its size, this rank's place,
+// which host each rank is on, shared memory or not).
+struct LastPlan {
+  std::uint64_t group = 0;  // GroupImpl::serial
+  plan::Collective coll{};
+  std::int64_t count = -1;
+  std::size_t elem = 0;
+  int root = -1;
+  const char* forced = nullptr;
+  std::shared_ptr<const CompiledPlan> plan;
+
+  bool same(const Call& c, std::size_t elem_size, const char* name) const {
+    return plan && group == c.group->serial && coll == c.coll && count == c.count && elem == elem_size &&
+           root == c.root && (forced == name || (forced && name && std::strcmp(forced, name) == 0));
+  }
+};
+thread_local LastPlan t_last;
+
+// The compiled plan for c. Valid until this thread's next call of it (or of
+// get_plan): an async call keeps a copy.
+const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o, Millis timeout) {
   const auto& g = *c.group;
-  Issued at;
-  at.timeout = op_timeout(o);
+  const std::size_t elem = dtype_size(c.dtype);
+  const char* name = c.device >= 0 ? c.device_algorithm : o.algorithm;
+  const bool plain = c.device < 0 && c.splits.empty();
+  LastPlan& last = t_last;
+  if (plain && last.same(c, elem, name)) return last.plan;
   plan::PlanArgs args;
   args.coll = c.coll;
   args.nranks = static_cast<int>(g.ranks.size());
   args.count = c.count;
-  args.elem_size = dtype_size(c.dtype);
+  args.elem_size = elem;
   args.root = c.root;
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
   if (c.device >= 0)
-    args.topology.device_of = device_topology(*ctx.engine, *c.group, c.device, Deadline::after(at.timeout), c.what);
-  // Valid until this thread's next get_plan: an async call keeps a copy.
-  const std::shared_ptr<const CompiledPlan>& compiled =
-      get_plan(args, g.my_rank, c.device >= 0 ? c.device_algorithm : o.algorithm, g.shared_memory, &g.host_of);
+    args.topology.device_of = device_topology(*context().engine, *c.group, c.device, Deadline::after(timeout), c.what);
+  const auto& p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
+  if (!plain) return p;
+  last = {g.serial, c.coll, c.count, elem, c.root, name, p};
+  return last.plan;
+}
+
+Work run(Call&& c, const OpOptions& o) {
+  Context& ctx = context();
+  Issued at;
+  at.timeout = op_timeout(o);
+  const std::shared_ptr<const CompiledPlan>& compiled = plan_for(c, o, at.timeout);
   if (c.device >= 0 && (!compiled->plan->one_sided || compiled->steps().scratch_count > 0))
     fail(ErrorCode::Internal, "{}: algorithm {} is not a one-sided plan without Scratch, as device memory needs",
          c.what, compiled->plan->algorithm);

@@ -70,8 +70,10 @@ Millis op_timeout(const OpOptions& o) {
 
 std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
                                               int world_size, int my_global_rank) {
+  static std::atomic<std::uint64_t> serials{0};
   auto g = std::make_shared<detail::GroupImpl>();
   g->id = id;
+  g->serial = serials.fetch_add(1, std::memory_order_relaxed) + 1;
   g->group_of_global.assign(static_cast<std::size_t>(world_size), -1);
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const int r = ranks[i];

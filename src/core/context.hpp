@@ -25,6 +25,9 @@ class Window;
 namespace detail {
 struct GroupImpl {
   std::uint32_t id = 0;
+  // Unique in the process, across inits (ids start again at each): what a
+  // per-thread cache of plans keys a group by (collectives.cpp).
+  std::uint64_t serial = 0;
   std::vector<int> ranks;            // global ranks in group order
   std::vector<int> group_of_global;  // global rank -> group rank or -1
   int my_rank = -1;                  // -1: the caller is not a member

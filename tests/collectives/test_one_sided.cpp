@@ -18,6 +18,7 @@
 #include "core/context.hpp"
 #include "core/executor.hpp"
 #include "mp/harness.hpp"
+#include "transports/shm/shared_alloc.hpp"
 #include "transports/shm/window.hpp"
 
 using namespace braid_test;
@@ -233,6 +234,39 @@ TEST_CASE("large Scratch is one region: calls on it and right after it wait for 
       run_plan(oneshot_plan(world, c), nullptr, v.data());
       check_sum(v.data(), c, world, iter);
     }
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("a Scratch allocation that grew is freed once every peer is past it", "[one_sided]") {
+  auto res = run_ranks(3, [](int rank, int world) {
+    init_env();
+    auto g = braid::context().world.impl();
+    // Where this rank's Scratch is now (what it described for its last call).
+    auto scratch_now = [&] {
+      const std::uint64_t last = g->one_sided_issued.load() - 1;
+      return g->window->peer_desc(g->my_rank, static_cast<int>(last & 1), 2);
+    };
+    int iter = 0;
+    auto run = [&](std::int64_t c) {
+      std::vector<float> v(static_cast<std::size_t>(c));
+      for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
+      run_plan(oneshot_plan(world, c), nullptr, v.data());
+      check_sum(v.data(), c, world, iter++);
+    };
+    run(600000);  // 2.4 MiB: an allocation of its own
+    const braid::shm::BufDesc old = scratch_now();
+    RANK_CHECK(old.gen != 0);
+    run(2400000);  // does not fit: a bigger one, the old retired
+    RANK_CHECK(scratch_now().gen != old.gen);
+    braid::shm::SharedAllocation a;
+    RANK_CHECK(braid::shm::find_shared(reinterpret_cast<const void*>(old.base), 1, &a) && a.gen == old.gen);
+    // Calls later, every peer has completed the ones that could read it.
+    for (int k = 0; k < 3; ++k) run(1000);
+    RANK_CHECK_MSG(!braid::shm::find_shared(reinterpret_cast<const void*>(old.base), 1, &a) || a.gen != old.gen,
+                   "the retired allocation is still registered");
     braid::destroy_process_group();
   });
   INFO(describe(res));

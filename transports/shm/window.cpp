@@ -360,7 +360,14 @@ std::uint64_t Window::writable_after(std::size_t bytes, std::uint64_t ticket) {
 }
 
 char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDesc* desc) {
-  (void)ticket;
+  // An allocation retired at call `until` was read by peers only in calls
+  // before it: free it once every peer has completed those.
+  std::erase_if(retired_, [&](const Retired& r) {
+    for (int q = 0; q < size(); ++q)
+      if (q != me_ && peer_completed(q, r.until) < r.until) return false;
+    shared_free(reinterpret_cast<void*>(r.a.base));
+    return true;
+  });
   *desc = BufDesc{};
   if (bytes == 0) return nullptr;
   const std::size_t half = line_round(bytes);

@@ -178,7 +178,8 @@ class Window {
   // before uses the one large region (scratch()). Called once per call.
   std::uint64_t writable_after(std::size_t bytes, std::uint64_t ticket);
   // This call's Scratch half (zero-size plans get nullptr); may move to a
-  // bigger allocation, retiring the old one until no peer can still read it.
+  // bigger allocation, retiring the old one until no peer can still read it
+  // (a later call frees it).
   // Above kSplitScratchBytes both parities get the same region: two halves
   // of megabytes double the cache footprint (a bare two-process oneshot
   // all_reduce of 4 MiB: 30% slower with alternating halves).
@@ -226,7 +227,7 @@ class Window {
   SharedAllocation scratch_;
   struct Retired {
     SharedAllocation a;
-    std::uint64_t until;  // free once a call with a later ticket starts
+    std::uint64_t until;  // the call that retired it: freed once every peer completed the calls before
   };
   std::vector<Retired> retired_;
   std::uint64_t last_single_ = ~std::uint64_t{0};  // last call on the one large region

@@ -175,6 +175,14 @@ void check_sum(const float* outp, std::int64_t c, int world, int iter) {
   }
 }
 
+// One oneshot all-reduce of `c` floats through run_plan, checked.
+void oneshot_checked(int rank, int world, std::int64_t c, int iter) {
+  std::vector<float> v(static_cast<std::size_t>(c));
+  for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
+  run_plan(oneshot_plan(world, c), nullptr, v.data());
+  check_sum(v.data(), c, world, iter);
+}
+
 }  // namespace
 
 TEST_CASE("one-sided plans: shared scratch, single copy and zero copy", "[one_sided]") {
@@ -229,10 +237,7 @@ TEST_CASE("large Scratch is one region: calls on it and right after it wait for 
     for (int iter = 0; iter < 24; ++iter) {
       const std::int64_t c = sizes[iter % 8];
       if ((iter + rank) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
-      std::vector<float> v(static_cast<std::size_t>(c));
-      for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
-      run_plan(oneshot_plan(world, c), nullptr, v.data());
-      check_sum(v.data(), c, world, iter);
+      oneshot_checked(rank, world, c, iter);
     }
     braid::destroy_process_group();
   });
@@ -250,12 +255,7 @@ TEST_CASE("a Scratch allocation that grew is freed once every peer is past it", 
       return g->window->peer_desc(g->my_rank, static_cast<int>(last & 1), 2);
     };
     int iter = 0;
-    auto run = [&](std::int64_t c) {
-      std::vector<float> v(static_cast<std::size_t>(c));
-      for (std::int64_t i = 0; i < c; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
-      run_plan(oneshot_plan(world, c), nullptr, v.data());
-      check_sum(v.data(), c, world, iter++);
-    };
+    auto run = [&](std::int64_t c) { oneshot_checked(rank, world, c, iter++); };
     run(600000);  // 2.4 MiB: an allocation of its own
     const braid::shm::BufDesc old = scratch_now();
     RANK_CHECK(old.gen != 0);
@@ -292,12 +292,7 @@ TEST_CASE("fast boxes: message plans between ranks of one host run through the w
           // 1200 more floats do not fit a box: the engine carries them.
           RANK_CHECK_MSG(boxed == (extra == 0), "extra " << extra << ": ran over fast boxes: " << boxed);
         }
-        if (rep % 3 == 0) {
-          std::vector<float> v(70);
-          for (std::int64_t i = 0; i < 70; ++i) v[static_cast<std::size_t>(i)] = value(rank, i, iter);
-          run_plan(oneshot_plan(world, 70), nullptr, v.data());
-          check_sum(v.data(), 70, world, iter);
-        }
+        if (rep % 3 == 0) oneshot_checked(rank, world, 70, iter);
       }
       braid::destroy_process_group();
     });

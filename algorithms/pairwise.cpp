@@ -43,23 +43,12 @@ std::int64_t block_size(const PlanArgs& a, int i, int j) {
   return a.splits.empty() ? a.count : a.splits[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
 }
 
-bool splits_valid(const PlanArgs& a) {
-  if (a.splits.empty()) return true;
-  if (a.splits.size() != static_cast<std::size_t>(a.nranks)) return false;
-  for (const auto& row : a.splits) {
-    if (row.size() != static_cast<std::size_t>(a.nranks)) return false;
-    for (std::int64_t v : row)
-      if (v < 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
-bool pairwise_alltoall_supports(const PlanArgs& args) { return splits_valid(args); }
+bool pairwise_alltoall_supports(const PlanArgs& args) { return splits_well_formed(args); }
 
 Plan pairwise_alltoall(const PlanArgs& args) {
-  if (!splits_valid(args))
+  if (!splits_well_formed(args))
     fail(ErrorCode::InvalidArgument,
          "pairwise alltoall: splits must be {} rows of {} non-negative counts (or empty)",
          args.nranks, args.nranks);

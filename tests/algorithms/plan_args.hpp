@@ -1,8 +1,13 @@
-// PlanArgs for the verifier tests (test_verify.cpp, test_one_sided.cpp).
+// PlanArgs, and the failure report, for the verifier tests (test_verify.cpp,
+// test_one_sided.cpp).
 #pragma once
+
+#include <catch2/catch.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "plan.hpp"
 
@@ -25,6 +30,12 @@ inline braid::plan::PlanArgs host_args(braid::plan::Collective coll, int n, std:
   braid::plan::PlanArgs a = make_args(coll, n, count, root, elem_size);
   a.topology.one_host = true;
   return a;
+}
+
+// A sweep's failures: the first 20 each as a failed check, then the verdict.
+inline void report_failures(const std::vector<std::string>& failures) {
+  for (std::size_t i = 0; i < failures.size() && i < 20; ++i) FAIL_CHECK(failures[i]);
+  CHECK(failures.empty());
 }
 
 }  // namespace verify_test

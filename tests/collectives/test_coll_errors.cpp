@@ -2,8 +2,11 @@
 // a correct collective still works afterwards.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <string>
 #include <thread>
 
 #include "mp/harness.hpp"
@@ -11,6 +14,32 @@
 using namespace braid_test;
 using braid::ErrorCode;
 using braid::ReduceOp;
+
+namespace {
+
+// Two ranks all-reduce `counts[rank]` floats with `algorithm` and a long
+// timeout: each must fail within seconds with InvalidArgument, its message
+// holding text(rank), naming the other rank.
+void expect_count_mismatch(std::array<std::size_t, 2> counts, const char* algorithm,
+                           std::function<std::string(int)> text) {
+  auto res = run_ranks(2, [&](int rank, int) {
+    init_env();
+    std::vector<float> v(counts[static_cast<std::size_t>(rank)], 1.0f);
+    const auto t0 = std::chrono::steady_clock::now();
+    const braid::Error e = expect_error(
+        [&] {
+          braid::all_reduce(braid::tensor(v), ReduceOp::Sum,
+                            {.timeout = std::chrono::seconds(60), .algorithm = algorithm});
+        },
+        ErrorCode::InvalidArgument, text(rank));
+    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+    RANK_CHECK_MSG(e.peer() == 1 - rank, "the error names rank " << e.peer() << ", expected the other rank");
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+}  // namespace
 
 TEST_CASE("bad collective arguments fail on every rank with a clear message", "[collectives][errors]") {
   auto res = run_ranks(3, [](int rank, int world) {
@@ -59,43 +88,17 @@ TEST_CASE("bad collective arguments fail on every rank with a clear message", "[
 // each says which call it runs how. Both must say what is wrong, long
 // before the (long) timeout. Over TCP the engine names the size mismatch.
 TEST_CASE("ranks that disagree on counts get errors, not a hang", "[collectives][errors]") {
-  auto res = run_ranks(2, [](int rank, int) {
-    init_env();
-    std::vector<float> v(rank == 0 ? 1000 : 2000, 1.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    const braid::Error e = expect_error(
-        [&] {
-          braid::all_reduce(braid::tensor(v), ReduceOp::Sum, {.timeout = std::chrono::seconds(60), .algorithm = "ring"});
-        },
-        ErrorCode::InvalidArgument, test_backend() == "tcp" ? "bytes" : "same counts");
-    RANK_CHECK_MSG(e.peer() == 1 - rank, "the error names rank " << e.peer() << ", expected the other rank");
-    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
-  });
-  INFO(describe(res));
-  REQUIRE(all_ok(res));
+  const std::string text = test_backend() == "tcp" ? "bytes" : "same counts";
+  expect_count_mismatch({1000, 2000}, "ring", [&](int) { return text; });
 }
 
 // Small messages between ranks of one host go through fast boxes, whose
 // flag words carry the message's size: a peer that passed another count is
 // caught at once, as the engine catches it over TCP, naming that peer.
 TEST_CASE("ranks that disagree on small counts get errors naming the peer", "[collectives][errors]") {
-  auto res = run_ranks(2, [](int rank, int) {
-    init_env();
-    std::vector<float> v(rank == 0 ? 2 : 3, 1.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    const braid::Error e = expect_error(
-        [&] {
-          braid::all_reduce(braid::tensor(v), ReduceOp::Sum,
-                            {.timeout = std::chrono::seconds(60), .algorithm = "recursive_doubling"});
-        },
-        // Whoever finds the mismatch first may give up before sending: its
-        // peer then gets that error, relayed, naming it.
-        ErrorCode::InvalidArgument, "bytes");
-    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
-    RANK_CHECK_MSG(e.peer() == 1 - rank, "the error names rank " << e.peer() << ", expected the other rank");
-  });
-  INFO(describe(res));
-  REQUIRE(all_ok(res));
+  // Whoever finds the mismatch first may give up before sending: its peer
+  // then gets that error, relayed, naming it.
+  expect_count_mismatch({2, 3}, "recursive_doubling", [](int) { return std::string("bytes"); });
 }
 
 // One-sided plans (ranks sharing a host): the rank that finds the mismatch
@@ -108,20 +111,9 @@ TEST_CASE("a rank that gives up on a one-sided call fails its peers at once", "[
     WARN("one-sided plans need shared memory; backend " << backend << " has none: not checked");
     return;
   }
-  auto res = run_ranks(2, [](int rank, int) {
-    init_env();
-    std::vector<float> v(rank == 0 ? 1000 : 2000, 1.0f);
-    const auto t0 = std::chrono::steady_clock::now();
-    const braid::Error e = expect_error(
-        [&] {
-          braid::all_reduce(braid::tensor(v), ReduceOp::Sum, {.timeout = std::chrono::seconds(60), .algorithm = "twoshot"});
-        },
-        ErrorCode::InvalidArgument, rank == 0 ? "rank 1 gave up on this call" : "every rank must pass the same counts");
-    RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
-    RANK_CHECK_MSG(e.peer() == 1 - rank, "the error names rank " << e.peer() << ", expected the other rank");
+  expect_count_mismatch({1000, 2000}, "twoshot", [](int rank) {
+    return std::string(rank == 0 ? "rank 1 gave up on this call" : "every rank must pass the same counts");
   });
-  INFO(describe(res));
-  REQUIRE(all_ok(res));
 }
 
 // A broadcast root sends and never receives, so it runs calls ahead of its

@@ -1,9 +1,11 @@
 // The collective ops: argument checks, the buffer layout each plan expects
 // (see algorithms/plan.hpp, "Buffer contract"), staging for list arguments
 // that are not one contiguous block, then the plan executor.
+#include <array>
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <thread>
 
 #include "braid/ops.hpp"
@@ -278,36 +280,46 @@ void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, E
   }
 }
 
-// The plan this thread used last, and for what: a loop of one small
-// collective finds it by comparing a few words, before building the plan
-// cache's key. Only host calls without splits: their plans depend on
-// nothing but these and what the group fixes (its size, this rank's place,
-// which host each rank is on, shared memory or not).
-struct LastPlan {
+// The plans this thread used last, and for what: a loop of a few small
+// collectives finds its plan by comparing a few words, with no lock and no
+// plan-cache key to build. Only host calls without splits: their plans
+// depend on nothing but these and what the group fixes (its size, this
+// rank's place, which host each rank is on, shared memory or not).
+struct RecentPlan {
   std::uint64_t group = 0;  // GroupImpl::serial
   plan::Collective coll{};
   std::int64_t count = -1;
   std::size_t elem = 0;
   int root = -1;
-  const char* forced = nullptr;
+  // The algorithm asked for, copied: the caller's string may be gone by the
+  // next call (a name of that length needs no allocation).
+  bool named = false;
+  std::string name;
   std::shared_ptr<const CompiledPlan> plan;
 
-  bool same(const Call& c, std::size_t elem_size, const char* name) const {
+  bool same(const Call& c, std::size_t elem_size, const char* asked) const {
     return plan && group == c.group->serial && coll == c.coll && count == c.count && elem == elem_size &&
-           root == c.root && (forced == name || (forced && name && std::strcmp(forced, name) == 0));
+           root == c.root && (asked ? named && name == asked : !named);
   }
 };
-thread_local LastPlan t_last;
+struct RecentPlans {
+  std::array<RecentPlan, 4> slots;
+  std::size_t next = 0;                          // the slot to replace
+  std::shared_ptr<const CompiledPlan> unkeyed;   // the last device or splits call's
+};
+thread_local RecentPlans t_recent;
 
-// The compiled plan for c. Valid until this thread's next call of it (or of
-// get_plan): an async call keeps a copy.
+// The compiled plan for c. Valid until this thread's next call of it: an
+// async call keeps a copy.
 const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o, Millis timeout) {
   const auto& g = *c.group;
   const std::size_t elem = dtype_size(c.dtype);
   const char* name = c.device >= 0 ? c.device_algorithm : o.algorithm;
   const bool plain = c.device < 0 && c.splits.empty();
-  LastPlan& last = t_last;
-  if (plain && last.same(c, elem, name)) return last.plan;
+  RecentPlans& recent = t_recent;
+  if (plain)
+    for (const RecentPlan& r : recent.slots)
+      if (r.same(c, elem, name)) return r.plan;
   plan::PlanArgs args;
   args.coll = c.coll;
   args.nranks = static_cast<int>(g.ranks.size());
@@ -318,10 +330,11 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   args.topology.one_host = g.shared_memory;
   if (c.device >= 0)
     args.topology.device_of = device_topology(*context().engine, *c.group, c.device, Deadline::after(timeout), c.what);
-  const auto& p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
-  if (!plain) return p;
-  last = {g.serial, c.coll, c.count, elem, c.root, name, p};
-  return last.plan;
+  auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
+  if (!plain) return recent.unkeyed = std::move(p);
+  RecentPlan& slot = recent.slots[recent.next++ % recent.slots.size()];
+  slot = {g.serial, c.coll, c.count, elem, c.root, name != nullptr, name ? name : "", std::move(p)};
+  return slot.plan;
 }
 
 Work run(Call&& c, const OpOptions& o) {

@@ -1,6 +1,5 @@
 #include "core/plan_cache.hpp"
 
-#include <array>
 #include <cstdlib>
 #include <mutex>
 #include <tuple>
@@ -47,20 +46,10 @@ Cache& cache() {
 // Bounded: a job that sweeps sizes must not grow without limit.
 constexpr std::size_t kMaxPlans = 512;
 
-// The thread's most recent plans: a loop of small collectives finds its
-// plan here without the shared cache's mutex.
-struct Recent {
-  static constexpr std::size_t kSize = 4;
-  std::array<std::pair<Key, std::shared_ptr<const CompiledPlan>>, kSize> slots;
-  std::size_t next = 0;
-  std::shared_ptr<const CompiledPlan> uncached;  // the last plan not cacheable
-};
-thread_local Recent t_recent;
-
 }  // namespace
 
-const std::shared_ptr<const CompiledPlan>& get_plan(const plan::PlanArgs& args_in, int rank, const char* forced,
-                                                    bool shared_memory, const std::vector<int>* host_of) {
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int rank, const char* forced,
+                                             bool shared_memory, const std::vector<int>* host_of) {
   const plan::PlanArgs& args = args_in;
   std::string name = forced ? forced : "";
   if (name.empty()) {
@@ -78,29 +67,19 @@ const std::shared_ptr<const CompiledPlan>& get_plan(const plan::PlanArgs& args_i
                 args.nranks, args.count, args.root);
     return compile_plan(std::move(p), rank, shared_memory);
   };
-  Recent& recent = t_recent;
-  if (!args.splits.empty()) return recent.uncached = build();
-  Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
-          shared_memory, args.topology.device_of, hash_of(host_of)};
-  for (auto& [k, p] : recent.slots)
-    if (p && k == key) return p;
-  auto& slot = recent.slots[recent.next++ % Recent::kSize];
+  if (!args.splits.empty()) return build();
+  const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
+                shared_memory, args.topology.device_of, hash_of(host_of)};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);
-    if (auto it = c.plans.find(key); it != c.plans.end()) {
-      slot = {std::move(key), it->second};
-      return slot.second;
-    }
+    if (auto it = c.plans.find(key); it != c.plans.end()) return it->second;
   }
   auto compiled = build();
-  {
-    std::lock_guard lk(c.mu);
-    if (c.plans.size() >= kMaxPlans) c.plans.clear();
-    c.plans.emplace(key, compiled);
-  }
-  slot = {std::move(key), std::move(compiled)};
-  return slot.second;
+  std::lock_guard lk(c.mu);
+  if (c.plans.size() >= kMaxPlans) c.plans.clear();
+  c.plans.emplace(key, compiled);
+  return compiled;
 }
 
 }  // namespace braid

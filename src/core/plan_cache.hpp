@@ -21,11 +21,9 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 // `shared_memory` picks the cost model's parameters (all members on one
 // host, talking through shared memory, or not).
 // `host_of` (which host each group rank is on) is copied into the plan's
-// arguments only when a plan has to be built.
-// The result lives in a small per-thread cache in front of the shared one
-// (no lock, no reference count on a hit): it stays valid until this
-// thread's next get_plan; copy it to keep it longer.
-const std::shared_ptr<const CompiledPlan>& get_plan(const plan::PlanArgs& args, int rank, const char* forced,
-                                                    bool shared_memory, const std::vector<int>* host_of = nullptr);
+// arguments only when a plan has to be built. (The hot path goes through
+// a per-thread cache in front of this one: collectives.cpp, plan_for.)
+std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
+                                             bool shared_memory, const std::vector<int>* host_of = nullptr);
 
 }  // namespace braid

@@ -273,12 +273,7 @@ struct Runner {
       const int peer = window->world_rank(q);
       shm::Window::Failure f;
       if (window->peer_failed(q, &f) && f.call == me) throw peer_gave_up(*window, q, f, call);
-      if (window->peer_doing(q, true) == me)
-        throw Error(ErrorCode::InvalidArgument,
-                    fmt::format("{}: rank {} runs this call through shared memory where this rank runs it as "
-                                "messages: every rank must pass the same counts, dtype and root",
-                                call.what, peer),
-                    peer);
+      if (window->peer_doing(q, true) == me) throw runs_otherwise(call, peer, true);
     }
   }
 
@@ -331,6 +326,17 @@ struct Runner {
 };
 
 }  // namespace
+
+Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window) {
+  const char* window = "through shared memory";
+  const char* messages = "as messages";
+  return Error(ErrorCode::InvalidArgument,
+               fmt::format("{}: rank {} runs this call {} where this rank runs it {}: every rank must pass the same "
+                           "counts, dtype and root",
+                           call.what, peer, peer_through_window ? window : messages,
+                           peer_through_window ? messages : window),
+               peer);
+}
 
 Error peer_gave_up(const shm::Window& w, int peer, const shm::Window::Failure& f, const ExecCall& call) {
   const auto known = static_cast<int>(ErrorCode::Internal);

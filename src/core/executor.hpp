@@ -132,6 +132,10 @@ void execute_one_sided(Engine& engine, const ExecCall& call);
 // plan: a rank running a call as messages must be visible to a peer that
 // runs it through the window, see Window::doing).
 shm::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// The error for a peer (world rank) that runs this call the other way: on
+// the engine as messages, or through the group's window (it passed other
+// counts, so its plan is of the other kind).
+Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window);
 // The error for a peer that marked its window failed (f): its error, with
 // its code, naming the rank its error names (a dead peer stays the one
 // named), else (nobody, or this rank) the peer that gave up.

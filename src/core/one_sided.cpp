@@ -488,17 +488,6 @@ struct OneSidedRunner {
     return any;
   }
 
-  // The peer runs this very call as a message plan on the engine: it
-  // passed counts for which the plan does not fit the fast boxes, or is not
-  // one-sided, where this rank's does.
-  [[noreturn]] void runs_as_messages(int peer) const {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: rank {} runs this call as messages where this rank runs it through shared memory: "
-                            "every rank must pass the same counts, dtype and root",
-                            call.what, w.world_rank(peer)),
-                w.world_rank(peer));
-  }
-
   [[noreturn]] void timed_out() {
     std::string peers;
     for (const Pending& p : pending) peers += (peers.empty() ? "" : ", ") + std::to_string(w.world_rank(p.peer));
@@ -552,7 +541,10 @@ struct OneSidedRunner {
           if (reap()) return;
           e.abort_peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)");
         }
-        if (w.peer_doing(p.peer, false) == call_identity(call)) runs_as_messages(p.peer);
+        // The peer runs this very call as a message plan on the engine (it
+        // passed other counts).
+        if (w.peer_doing(p.peer, false) == call_identity(call))
+          throw runs_otherwise(call, w.world_rank(p.peer), false);
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();

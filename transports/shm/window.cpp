@@ -56,7 +56,15 @@ struct Window::Header {
 };
 
 namespace {
-std::size_t header_size() { return (sizeof(Window::Header) + kLine - 1) / kLine * kLine; }
+std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
+std::size_t header_size() { return line_round(sizeof(Window::Header)); }
+// A block of n ranks, in order: the header, a signal line per peer, two
+// halves of block Scratch, then the fast boxes (kBoxSlots per writer).
+std::size_t block_scratch_offset(int n) { return header_size() + static_cast<std::size_t>(n) * kLine; }
+std::size_t boxes_offset(int n) { return block_scratch_offset(n) + 2 * kBlockScratchBytes; }
+std::size_t block_size(int n) { return boxes_offset(n) + static_cast<std::size_t>(n) * kBoxSlots * kBoxLines * kLine; }
+// Scratch above kSplitScratchBytes is one region for both parities.
+bool single_region(std::size_t bytes) { return line_round(bytes) > Window::kSplitScratchBytes; }
 }  // namespace
 
 Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline,
@@ -64,8 +72,7 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
     : world_(std::move(world)), me_(me), peers_(world_.size()), sent_(world_.size(), 0),
       consumed_(world_.size(), 0), completed_seen_(world_.size(), 0) {
   const int n = size();
-  block_bytes_ = header_size() + static_cast<std::size_t>(n) * kLine + 2 * kBlockScratchBytes +
-                 static_cast<std::size_t>(n) * kBoxSlots * kBoxLines * kLine;
+  block_bytes_ = block_size(n);
   own_fd_ = Fd(::memfd_create("braid-window", MFD_CLOEXEC));
   if (!own_fd_.valid()) fail(ErrorCode::Transport, "one-sided window: memfd_create failed: {}", errno_text());
   if (::ftruncate(own_fd_.get(), static_cast<off_t>(block_bytes_)) != 0)
@@ -166,8 +173,7 @@ std::atomic<std::uint32_t>& Window::line(int owner, int writer) const {
 
 char* Window::box(int writer, int reader, std::uint64_t ticket) const {
   const std::size_t k = static_cast<std::size_t>(writer) * kBoxSlots + ticket % kBoxSlots;
-  return reinterpret_cast<char*>(header(reader)) + header_size() + static_cast<std::size_t>(size()) * kLine +
-         2 * kBlockScratchBytes + k * kBoxLines * kLine;
+  return reinterpret_cast<char*>(header(reader)) + boxes_offset(size()) + k * kBoxLines * kLine;
 }
 
 std::atomic<std::uint32_t>& Window::sleeping_flag() const { return header(me_)->sleeping; }
@@ -347,12 +353,8 @@ void Window::write_peer(int peer, std::uint64_t addr, const void* src, std::size
             const_cast<char*>(static_cast<const char*>(src)), bytes, true);
 }
 
-namespace {
-std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
-}  // namespace
-
 std::uint64_t Window::writable_after(std::size_t bytes, std::uint64_t ticket) {
-  const bool single = line_round(bytes) > kSplitScratchBytes;
+  const bool single = single_region(bytes);
   const bool after_single = last_single_ + 1 == ticket;
   if (single) last_single_ = ticket;
   if (single || after_single) return ticket;
@@ -372,8 +374,7 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
   if (bytes == 0) return nullptr;
   const std::size_t half = line_round(bytes);
   if (half <= kBlockScratchBytes) {
-    char* p = static_cast<char*>(own_) + header_size() + static_cast<std::size_t>(size()) * kLine +
-              static_cast<std::size_t>(parity) * kBlockScratchBytes;
+    char* p = static_cast<char*>(own_) + block_scratch_offset(size()) + static_cast<std::size_t>(parity) * kBlockScratchBytes;
     desc->addr = reinterpret_cast<std::uint64_t>(p);
     desc->bytes = bytes;
     desc->fd = kInBlock;
@@ -381,7 +382,7 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
     desc->size = block_bytes_;
     return p;
   }
-  const bool single = half > kSplitScratchBytes;  // writable_after() made it safe
+  const bool single = single_region(bytes);  // writable_after() made it safe
   const std::size_t need = single ? half : 2 * half;
   if (scratch_.size < need) {
     // A peer may still read the old halves (the call before this one):

@@ -1,7 +1,6 @@
 #include "core/engine.hpp"
 
 #include <sys/epoll.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "common/socket.hpp"
+#include "core/cpu_sets.hpp"
 #include "shm/shm_transport.hpp"
 #include "tcp/tcp_transport.hpp"
 #if BRAID_HAVE_VERBS
@@ -33,20 +33,13 @@ constexpr int kFdPollEvery = 8;
 
 // How long a waiter polls before it sleeps in the kernel: BRAID_SPIN_US, or
 // 50 us, long enough to catch a reply over loopback or shared memory without
-// a wake-up -- but 0 when this host runs more ranks than it has CPUs: then
+// a wake-up -- but 0 when this host's ranks outnumber the CPUs they may run
+// on between them (cpu_sets.hpp): then
 // the peer we wait for needs our core, and polling only delays it (measured:
 // 8-byte all_reduce at 4 ranks on 2 cores, 238 us polling, 29 us not).
 long spin_us_from_env() {
   return static_cast<long>(
       env_integer("BRAID_SPIN_US", 0, 1000000, "microseconds, 0..1000000").value_or(-1));
-}
-
-int online_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n > 0 ? static_cast<int>(n) : 1;
 }
 
 const char* kind_name(const Request& r) { return r.kind == Request::Kind::Send ? "send to" : "receive from"; }
@@ -86,6 +79,7 @@ Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
   store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_ ? tcp_->address() : std::string()));
   store_->set(fmt::format("host/{}", cfg_.rank),
               store::to_bytes(host_id_ + "|" + (shm_ ? shm_->address() : fmt::format("{} -1 -1", ::getpid()))));
+  store_->set(fmt::format("cpus/{}", cfg_.rank), store::to_bytes(cpus::mine()));
 }
 
 Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
@@ -98,15 +92,11 @@ Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
   return h;
 }
 
-void Engine::set_local_ranks(int n) {
-  if (spin_from_env_) {
-    oversubscribed_ = n > online_cpus();
-    return;
-  }
-  const int cpus = online_cpus();
+void Engine::set_local_ranks(int n, int cpus) {
   oversubscribed_ = n > cpus;
-  spin_ = n > cpus ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
-  BRAID_INFO("{} ranks on this host, {} CPUs: waiters poll for {} us", n, cpus, spin_.count());
+  if (!spin_from_env_) spin_ = oversubscribed_ ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
+  BRAID_INFO("{} ranks on this host, {} CPUs between them: waiters poll for {} us{}", n, cpus, spin_.count(),
+             oversubscribed_ ? " and yield" : "");
 }
 
 void Engine::all_transports(const std::function<void(Transport&)>& f) {

@@ -22,6 +22,7 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "core/context.hpp"
+#include "core/cpu_sets.hpp"
 #include "core/plan_cache.hpp"
 
 namespace braid {
@@ -240,9 +241,13 @@ void init_process_group(const InitOptions& o) {
     fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
   }
   learn_topology(*c, wg);
+  // Ranks pinned to distinct CPUs do not share them, though each sees one.
   const int my_host = wg.host_of[static_cast<std::size_t>(rank)];
-  c->engine->set_local_ranks(
-      static_cast<int>(std::count(wg.host_of.begin(), wg.host_of.end(), my_host)));
+  std::vector<std::string> local_cpus;
+  for (int r = 0; r < world; ++r)
+    if (wg.host_of[static_cast<std::size_t>(r)] == my_host)
+      local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), o.timeout)));
+  c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus));
   BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
   set_context(std::move(c));
 }

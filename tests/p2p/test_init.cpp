@@ -2,12 +2,15 @@
 // what was wrong.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
 
+#include "core/context.hpp"
+#include "core/cpu_sets.hpp"
 #include "mp/harness.hpp"
 
 using namespace braid_test;
@@ -227,4 +230,72 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
   }, {.timeout_s = 30, .env = {}});
   INFO(describe(res3));
   REQUIRE(all_ok(res3));
+}
+
+TEST_CASE("CPU lists: format, parse, and the union of a host's ranks", "[init][cpus]") {
+  namespace cpus = braid::cpus;
+  CHECK(cpus::format({3, 0, 1, 2, 8, 10, 9}) == "0-3,8-10");
+  CHECK(cpus::format({5}) == "5");
+  std::vector<int> v;
+  REQUIRE(cpus::parse("0-3,8", &v));
+  CHECK(v == std::vector<int>{0, 1, 2, 3, 8});
+  for (const char* bad : {"", "3-1", "1,", ",1", "a", "1-", "1;2", "-1", "70000"}) {
+    INFO("list '" << bad << "'");
+    CHECK_FALSE(cpus::parse(bad, &v));
+  }
+  CHECK(cpus::in_union({"0", "1"}) == 2);      // pinned to distinct CPUs
+  CHECK(cpus::in_union({"0", "0"}) == 1);      // pinned to one
+  CHECK(cpus::in_union({"0-3", "2-5"}) == 6);
+  CHECK(cpus::in_union({"0-1", "junk"}) == 2);  // what does not parse counts for nothing
+  const std::string me = cpus::mine();
+  REQUIRE(cpus::parse(me, &v));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  CHECK(static_cast<int>(v.size()) == CPU_COUNT(&set));
+}
+
+// Waiters poll (and never yield) unless the host's ranks outnumber the CPUs
+// they may use between them. Ranks each pinned to a CPU of their own are not
+// oversubscribed, though each sees a single CPU; ranks pinned to one CPU are.
+TEST_CASE("ranks pinned to distinct CPUs poll; ranks pinned to one CPU yield", "[init][cpus]") {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.push_back(c);
+  if (mine.size() < 2) {
+    WARN("only one CPU usable: the distinct-CPU case cannot run here");
+  } else {
+    auto res = run_ranks(2, [&](int rank, int) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(mine[static_cast<std::size_t>(rank)], &one);
+      RANK_CHECK(::sched_setaffinity(0, sizeof one, &one) == 0);
+      init_env();
+      RANK_CHECK(!braid::context().engine->oversubscribed());
+      RANK_CHECK(braid::context().engine->spin_time().count() > 0);
+      float x = 1;
+      braid::all_reduce(braid::tensor(&x, 1));
+      RANK_CHECK(x == 2);
+      braid::destroy_process_group();
+    });
+    INFO(describe(res));
+    REQUIRE(all_ok(res));
+  }
+  auto res = run_ranks(2, [&](int, int) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(mine.front(), &one);
+    RANK_CHECK(::sched_setaffinity(0, sizeof one, &one) == 0);
+    init_env();
+    RANK_CHECK(braid::context().engine->oversubscribed());
+    float x = 1;
+    braid::all_reduce(braid::tensor(&x, 1));
+    RANK_CHECK(x == 2);
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
 }

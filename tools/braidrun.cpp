@@ -3,7 +3,11 @@
 //   braidrun [options] -n N PROGRAM [ARGS...]
 //
 // Each rank gets MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. Output lines are
+// LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. When the ranks fit the
+// CPUs braidrun may use, rank r is bound to the r-th of them, as Open MPI binds to cores: an
+// unbound pair of polling ranks can be put on one CPU by the scheduler and stay there, taking
+// turns at each exchange (measured here: 8-byte all_reduce, 2 ranks, every other call 10 us).
+// Output lines are
 // prefixed with "[R] ". The first rank to fail takes the whole job down, and its status becomes
 // braidrun's exit status, so a script or CI step sees the failure.
 //
@@ -12,6 +16,7 @@
 
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -56,6 +61,9 @@ constexpr const char* kUsage =
     "  --port P            MASTER_PORT to use (default: a free port)\n"
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
     "  --no-prefix         pass rank output through unchanged instead of prefixing \"[R] \"\n"
+    "  --bind-to core|none core: rank r runs on the r-th CPU braidrun may use (the default when\n"
+    "                      N is at most that many CPUs); none: ranks run anywhere (the default\n"
+    "                      otherwise)\n"
     "  -h, --help          show this help\n";
 
 // Owns a file descriptor; braidrun builds without the library, so it keeps its own.
@@ -114,6 +122,7 @@ struct Options {
   int port = 0;  // 0: pick a free one
   std::optional<double> timeout_s;
   bool prefix = true;
+  std::optional<bool> bind;       // unset: bind when the ranks fit the CPUs
   std::vector<std::string> argv;  // PROGRAM ARGS...
 };
 
@@ -149,6 +158,10 @@ Options parse_args(int argc, char** argv) {
       o.timeout_s = parse_number(arg, take_value(), 1e-3, 1e9, "a positive number of seconds");
     } else if (arg == "--no-prefix" && !has_inline) {
       o.prefix = false;
+    } else if (arg == "--bind-to") {
+      const std::string_view v = take_value();
+      if (v != "core" && v != "none") usage_error(fmt::format("--bind-to expects 'core' or 'none', got '{}'", v));
+      o.bind = v == "core";
     } else {
       usage_error(fmt::format("unknown option '{}'", argv[i]));
     }
@@ -157,6 +170,30 @@ Options parse_args(int argc, char** argv) {
   if (i >= argc) usage_error("missing PROGRAM to run");
   o.argv.assign(argv + i, argv + argc);
   return o;
+}
+
+// The CPUs this process may run on, in order.
+std::vector<int> usable_cpus() {
+  std::vector<int> cpus;
+  const int n = std::max(static_cast<int>(::sysconf(_SC_NPROCESSORS_CONF)), CPU_SETSIZE);
+  cpu_set_t* set = CPU_ALLOC(n);
+  const size_t size = CPU_ALLOC_SIZE(n);
+  if (set && ::sched_getaffinity(0, size, set) == 0)
+    for (int c = 0; c < n; ++c)
+      if (CPU_ISSET_S(c, size, set)) cpus.push_back(c);
+  if (set) CPU_FREE(set);
+  return cpus;
+}
+
+// Rank r's CPU under --bind-to core, or none (-1 each) when not binding. Asking for binding
+// with more ranks than CPUs wraps around, as two ranks per core would.
+std::vector<int> rank_cpus(const Options& o) {
+  const std::vector<int> cpus = usable_cpus();
+  const bool bind = o.bind.value_or(!cpus.empty() && o.nranks <= static_cast<int>(cpus.size()));
+  std::vector<int> of(static_cast<size_t>(o.nranks), -1);
+  if (bind && !cpus.empty())
+    for (int r = 0; r < o.nranks; ++r) of[static_cast<size_t>(r)] = cpus[static_cast<size_t>(r) % cpus.size()];
+  return of;
 }
 
 bool is_executable_file(const std::string& path) {
@@ -238,7 +275,8 @@ class Job {
     // A closed stdout must not kill braidrun while ranks still run; write_all drops output then.
     ::signal(SIGPIPE, SIG_IGN);
 
-    for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port);
+    const std::vector<int> cpu_of = rank_cpus(opt_);
+    for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port, cpu_of[static_cast<size_t>(r)]);
     if (opt_.timeout_s)
       job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(*opt_.timeout_s));
@@ -270,8 +308,15 @@ class Job {
     return env;
   }
 
-  void spawn(int rank, const std::string& program, int port) {
+  void spawn(int rank, const std::string& program, int port, int cpu) {
     // Everything the child needs is built before fork, so the child only makes syscalls.
+    const int set_cpus = std::max(cpu + 1, CPU_SETSIZE);
+    cpu_set_t* set = CPU_ALLOC(set_cpus);
+    const size_t set_size = CPU_ALLOC_SIZE(set_cpus);
+    if (set && cpu >= 0) {
+      CPU_ZERO_S(set_size, set);
+      CPU_SET_S(cpu, set_size, set);
+    }
     std::vector<std::string> env = rank_env(rank, port);
     std::vector<char*> envp, argv;
     for (auto& s : env) envp.push_back(s.data());
@@ -302,10 +347,13 @@ class Job {
       }
       ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       ::signal(SIGPIPE, SIG_DFL);
+      // A CPU that cannot be had (taken offline since) leaves the rank unbound, not dead.
+      if (set && cpu >= 0) ::sched_setaffinity(0, set_size, set);
       ::execve(program.c_str(), argv.data(), envp.data());
       say("rank {}: cannot execute '{}': {}", rank, program, std::strerror(errno));
       ::_exit(127);
     }
+    if (set) CPU_FREE(set);
     ::setpgid(pid, pid);  // also from the parent, so a signal sent right away finds the group
     ranks_.push_back({pid, true});
     ++running_;

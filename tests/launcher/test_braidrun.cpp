@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -188,7 +189,8 @@ TEST_CASE("stdout and stderr lines carry the rank prefix", "[braidrun]") {
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.exit_code() == 0);
   for (int rank = 0; rank < 3; ++rank) {
-    std::string p = "[" + std::to_string(rank) + "] ";
+    // Built with append: GCC 12 warns falsely (-Wrestrict) on "[" + std::to_string(...) here.
+    const std::string p = std::string("[").append(std::to_string(rank)).append("] ");
     CHECK(contains(r.out, p + "a" + std::to_string(rank) + "\n"));
     CHECK(contains(r.out, p + "b" + std::to_string(rank) + "\n"));
     CHECK(contains(r.err, p + "e" + std::to_string(rank) + "\n"));
@@ -279,6 +281,75 @@ TEST_CASE("--timeout ends a hanging job", "[braidrun]") {
   CHECK(r.seconds < 4.0);
 }
 
+namespace {
+// The CPUs this test may run on (braidrun inherits them).
+std::vector<int> usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  std::vector<int> v;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) v.push_back(c);
+  return v;
+}
+
+// "0-2,5" -> {0, 1, 2, 5}
+std::vector<int> expand(const std::string& list) {
+  std::vector<int> v;
+  for (const char* p = list.c_str(); *p;) {
+    char* end = nullptr;
+    const long lo = std::strtol(p, &end, 10);
+    long hi = lo;
+    if (*end == '-') hi = std::strtol(end + 1, &end, 10);
+    for (long c = lo; c <= hi; ++c) v.push_back(static_cast<int>(c));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;  // not a list: stop rather than loop
+  }
+  return v;
+}
+
+// Each rank's CPUs, as the kernel reports them, under braidrun -n n opts.
+std::map<int, std::vector<int>> cpus_of_ranks(int n, std::vector<std::string> opts) {
+  Result r = run_sh(n, "echo \"$RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"",
+                    std::move(opts));
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  REQUIRE(r.exit_code() == 0);
+  std::map<int, std::vector<int>> of;
+  for (const auto& line : lines(r.out)) {
+    int prefix = -1, rank = -1;
+    char list[256] = {};
+    REQUIRE(std::sscanf(line.c_str(), "[%d] %d %255s", &prefix, &rank, list) == 3);
+    of[rank] = expand(list);
+  }
+  REQUIRE(of.size() == static_cast<std::size_t>(n));
+  return of;
+}
+}  // namespace
+
+TEST_CASE("ranks that fit the CPUs are bound one per CPU; more ranks, or --bind-to none, run anywhere",
+          "[braidrun]") {
+  const std::vector<int> cpus = usable_cpus();
+  const int fit = static_cast<int>(std::min<std::size_t>(cpus.size(), 4));
+  SECTION("default, ranks fit: rank r on the r-th usable CPU") {
+    auto of = cpus_of_ranks(fit, {});
+    for (int r = 0; r < fit; ++r) CHECK(of[r] == std::vector<int>{cpus[static_cast<std::size_t>(r)]});
+  }
+  SECTION("default, more ranks than CPUs: not bound") {
+    const int n = static_cast<int>(cpus.size()) + 1;
+    if (n > 64) return;  // a big host: not worth the processes
+    for (auto& [rank, set] : cpus_of_ranks(n, {})) CHECK(set == cpus);
+  }
+  SECTION("--bind-to none") {
+    for (auto& [rank, set] : cpus_of_ranks(fit, {"--bind-to", "none"})) CHECK(set == cpus);
+  }
+  SECTION("--bind-to core with more ranks than CPUs wraps around") {
+    const int n = static_cast<int>(cpus.size()) + 1;
+    if (n > 64) return;
+    auto of = cpus_of_ranks(n, {"--bind-to=core"});
+    for (int r = 0; r < n; ++r) CHECK(of[r] == std::vector<int>{cpus[static_cast<std::size_t>(r) % cpus.size()]});
+  }
+}
+
 TEST_CASE("usage errors exit 2 with a message", "[braidrun]") {
   TempDir dir;
   const std::string not_exec = (dir.path / "data.txt").string();
@@ -299,6 +370,7 @@ TEST_CASE("usage errors exit 2 with a message", "[braidrun]") {
       {{"-n", "2", "braidrun-no-such-program"}, "not found"},
       {{"-n", "2", not_exec}, "not an executable"},
       {{"--bogus", "-n", "2", "/bin/true"}, "unknown option '--bogus'"},
+      {{"--bind-to", "socket", "-n", "2", "/bin/true"}, "'core' or 'none', got 'socket'"},
   };
   for (const auto& c : cases) {
     Result r = run(c.args);

@@ -10,6 +10,7 @@
 
 #include "braid/ops.hpp"
 #include "common/errors.hpp"
+#include "common/per_thread.hpp"
 #include "core/async_runner.hpp"
 #include "core/context.hpp"
 #include "core/device_staging.hpp"
@@ -307,7 +308,6 @@ struct RecentPlans {
   std::size_t next = 0;                          // the slot to replace
   std::shared_ptr<const CompiledPlan> unkeyed;   // the last device or splits call's
 };
-thread_local RecentPlans t_recent;
 
 // The compiled plan for c. Valid until this thread's next call of it: an
 // async call keeps a copy.
@@ -316,7 +316,7 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   const std::size_t elem = dtype_size(c.dtype);
   const char* name = c.device >= 0 ? c.device_algorithm : o.algorithm;
   const bool plain = c.device < 0 && c.splits.empty();
-  RecentPlans& recent = t_recent;
+  RecentPlans& recent = per_thread<RecentPlans>();
   if (plain)
     for (const RecentPlan& r : recent.slots)
       if (r.same(c, elem, name)) return r.plan;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/errors.hpp"
+#include "common/per_thread.hpp"
 #include "reduce/cpu_reduce.hpp"
 
 namespace braid {
@@ -144,7 +145,6 @@ struct Arena {
   std::vector<char> scratch, stage;
   bool busy = false;  // a nested call (none today) would take fresh storage
 };
-thread_local Arena t_arena;
 // Buffers up to this are kept by the thread between calls: a fresh large
 // buffer page-faults on every call (measured: ~12 ms per 64 MiB all_reduce).
 // Above it (rare: over 1 GiB of staging) they are allocated per call.
@@ -176,9 +176,15 @@ struct Runner {
     return keep.data();
   }
 
+  // The thread's arena, or `own` for a call nested in another (none today).
+  static Arena& arena_or(Arena& own) {
+    Arena& t = per_thread<Arena>();
+    return t.busy ? own : t;
+  }
+
   Runner(Engine& engine, const ExecCall& c)
       : e(engine), call(c), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
-        a(t_arena.busy ? own : t_arena), sched(a.sched), inflight(a.inflight), inflight_reqs(a.inflight_reqs) {
+        a(arena_or(own)), sched(a.sched), inflight(a.inflight), inflight_reqs(a.inflight_reqs) {
     a.busy = true;
     scratch = buffer(a.scratch, big_scratch, static_cast<std::size_t>(rp.scratch_count) * elem);
     stage = buffer(a.stage, big_stage, static_cast<std::size_t>(c.plan->stage_count) * elem);

@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "common/errors.hpp"
+#include "common/per_thread.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "core/device_steps.hpp"
 #include "core/engine.hpp"
@@ -132,7 +133,6 @@ struct ThreadState {
   std::vector<int> owed;      // peers sent to and not yet rung (flush_rings)
   std::vector<char> gather;   // a RecvReduce's message of several lines, made contiguous
 };
-thread_local ThreadState t_state;
 
 int which(plan::Buf b) { return b == plan::Buf::Input ? 0 : b == plan::Buf::Output ? 1 : 2; }
 
@@ -148,11 +148,12 @@ struct OneSidedRunner {
   std::vector<Pending>& pending;
   std::vector<int>& owed;
   std::optional<detail::DeviceSteps> dev;  // device memory: its data steps
+  ThreadState& ts;
 
-  OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window)
+  OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window, ThreadState& state)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
-        parity(static_cast<int>(c.ticket & 1)), sched(t_state.sched), pending(t_state.pending),
-        owed(t_state.owed) {
+        parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
+        owed(state.owed), ts(state) {
     owed.clear();
     if (c.device >= 0) {
       // Device plans get no Scratch (the plan choice only offers them
@@ -168,8 +169,8 @@ struct OneSidedRunner {
       // done with them (kBoxSlots calls ago).
       if (c.ticket >= shm::kBoxSlots) wait_for_completed(c.ticket + 1 - shm::kBoxSlots);
       const std::size_t bytes = static_cast<std::size_t>(rp.scratch_count) * elem;
-      if (t_state.scratch.size() < bytes) t_state.scratch.resize(bytes);
-      scratch = bytes ? t_state.scratch.data() : nullptr;
+      if (ts.scratch.size() < bytes) ts.scratch.resize(bytes);
+      scratch = bytes ? ts.scratch.data() : nullptr;
       sched.begin(*c.plan);
       pending.clear();
       return;
@@ -341,9 +342,9 @@ struct OneSidedRunner {
       // one pass (a reduction per 56 bytes would cost more than the copy).
       const char* src = msg;
       if (lines > 1) {
-        if (t_state.gather.size() < bytes) t_state.gather.resize(bytes);
-        gather_lines(t_state.gather.data(), msg, bytes);
-        src = t_state.gather.data();
+        if (ts.gather.size() < bytes) ts.gather.resize(bytes);
+        gather_lines(ts.gather.data(), msg, bytes);
+        src = ts.gather.data();
       }
       reduction::reduce_into(ptr(s.dst), src, s.dst.count, call.dtype, call.op);
     } else if (bytes) {
@@ -627,7 +628,7 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
     Doing doing(w, true, call);
     std::optional<cuda::DeviceGuard> on_device;
     if (call.device >= 0) on_device.emplace(call.device);
-    OneSidedRunner r(engine, call, w);
+    OneSidedRunner r(engine, call, w, per_thread<ThreadState>());
     r.run();
   } catch (const Error& e) {
     // Signals this call consumed are not accounted for: running another

@@ -87,6 +87,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
         }
   }
   c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
+  if (c->fastbox) c->order = straight_order(*c->plan, rank);
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
   c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
   std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);

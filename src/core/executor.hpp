@@ -42,6 +42,9 @@ struct CompiledPlan {
   // starts in the pair's box (lines; -1 for local steps).
   bool fastbox = false;
   std::vector<std::int32_t> box_line;
+  // Fast-box plans: this rank's steps in an order it may run them one by
+  // one, blocking on each receive (straight_order); empty: the scheduler.
+  std::vector<std::int32_t> order;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
   // Run by the one-sided runner (one_sided.cpp), in the group's turn order.
   bool runs_one_sided() const { return plan->one_sided || fastbox; }
@@ -49,6 +52,10 @@ struct CompiledPlan {
 // `fastbox`: the group's ranks share a host (and may use its shared memory),
 // so a message plan that fits the fast boxes runs over them.
 std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank, bool fastbox = false);
+// An order of `rank`'s steps of the message plan `p` that it can run one at
+// a time, blocking on each receive, while every rank does the same with its
+// own, if sends never block (fast boxes): empty when the plan stalls.
+std::vector<std::int32_t> straight_order(const plan::Plan& p, int rank);
 
 // Which steps of one call may start: the dependency counts and the ready
 // list. Both executors (messages here, one-sided in one_sided.cpp) schedule

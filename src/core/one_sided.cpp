@@ -149,11 +149,15 @@ struct OneSidedRunner {
   std::vector<int>& owed;
   std::optional<detail::DeviceSteps> dev;  // device memory: its data steps
   ThreadState& ts;
+  // A fast-box plan with a straight order (CompiledPlan::order): its steps
+  // run in that order, each receive waited for alone, and the scheduler is
+  // not used.
+  const bool straight;
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window, ThreadState& state)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
         parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
-        owed(state.owed), ts(state) {
+        owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()) {
     owed.clear();
     if (c.device >= 0) {
       // Device plans get no Scratch (the plan choice only offers them
@@ -171,7 +175,7 @@ struct OneSidedRunner {
       const std::size_t bytes = static_cast<std::size_t>(rp.scratch_count) * elem;
       if (ts.scratch.size() < bytes) ts.scratch.resize(bytes);
       scratch = bytes ? ts.scratch.data() : nullptr;
-      sched.begin(*c.plan);
+      if (!straight) sched.begin(*c.plan);
       pending.clear();
       return;
     }
@@ -213,7 +217,9 @@ struct OneSidedRunner {
 
   char* ptr(const plan::Span& s) const { return span_ptr(call.buffers, scratch, elem, s); }
 
-  void finish(std::int32_t i) { sched.finish(i); }
+  void finish(std::int32_t i) {
+    if (!straight) sched.finish(i);
+  }
 
   // Until every peer has completed `need` calls. A call reuses the half of
   // call ticket-2 (descriptors, Scratch): it needs ticket-1 (window.hpp,
@@ -555,11 +561,18 @@ struct OneSidedRunner {
   }
 
   void run() {
-    for (;;) {
-      sched.start_ready([&](std::int32_t i) { start(i); });
-      if (sched.all_done()) break;
-      if (pending.empty()) sched.stalled(call.what);
-      wait_some();
+    if (straight) {
+      for (const std::int32_t i : call.plan->order) {
+        start(i);
+        while (!pending.empty()) wait_some();
+      }
+    } else {
+      for (;;) {
+        sched.start_ready([&](std::int32_t i) { start(i); });
+        if (sched.all_done()) break;
+        if (pending.empty()) sched.stalled(call.what);
+        wait_some();
+      }
     }
     if (dev) dev->flush();  // trailing local work: later stream work sees it
     // Every Wait of this call has consumed its signal.

@@ -514,14 +514,11 @@ struct OneSidedRunner {
   // aborted.
   void wait_some() {
     const bool yield = e.oversubscribed();
-    const auto start = Clock::now();
-    const auto spin_end = start + (yield ? kYieldSpin : e.spin_time());
-    // After a couple of microseconds of polling, yield between polls: a peer
-    // that shares our CPU with another process gets to run and signal.
-    const auto pause_end = start + (yield ? std::chrono::microseconds(0) : kPauseSpin);
-    // The clock is read every kPollsPerClock polls: reading it costs more
-    // than a poll, and a small message's flag should be seen the moment it
-    // lands.
+    // The clock is read every kPollsPerClock polls, the first time after
+    // that many: reading it costs more than a poll (20-odd ns here, a tenth
+    // of a small call), and a small message's flag often lands meanwhile.
+    // The bounds below count from that first reading.
+    Clock::time_point spin_end, pause_end;
     bool yielding = yield;
     for (unsigned k = 1;; ++k) {
       if (reap()) return;
@@ -530,6 +527,12 @@ struct OneSidedRunner {
       if (k % kPollsPerClock) continue;
       flush_rings();  // no peer sleeps yet: it spins for as long as we do
       const auto now = Clock::now();
+      if (k == kPollsPerClock) {
+        spin_end = now + (yield ? kYieldSpin : e.spin_time());
+        // After a few microseconds of polling, yield between polls: a peer
+        // that shares our CPU with another process gets to run and signal.
+        pause_end = now + (yield ? std::chrono::microseconds(0) : kPauseSpin);
+      }
       if (now >= spin_end) break;
       yielding = now >= pause_end;
     }

@@ -23,19 +23,22 @@
 #
 #   bench/compare_shm.sh [BUILD_DIR]        (default: build-bench, then build)
 #
-# Launchers (nothing is pinned on any side: braidrun does not pin, Open MPI
-# would bind each rank to a core at -np 2, so it gets --bind-to none; MPICH's
-# hydra does not bind by default and gets -bind-to none to say so):
-#   braidrun --no-prefix --timeout 300 -n N braid-bench ...  (default backend:
-#       shared memory between local ranks; every Braid log is checked for it)
-#   mpirun.openmpi -np N --bind-to none --oversubscribe --mca pml ob1
+# Launchers: every side binds the same way. When the ranks fit the CPUs
+# (BIND=core, the default then) each rank is bound to a core of its own, as
+# braidrun and Open MPI do by default; MPICH's hydra does not bind by default
+# and is told to. With more ranks than CPUs (BIND=none) nothing is bound.
+#   braidrun --no-prefix --timeout 300 --bind-to B -n N braid-bench ...
+#       (default backend: shared memory between local ranks; every Braid log
+#       is checked for it)
+#   mpirun.openmpi -np N --bind-to B --oversubscribe --mca pml ob1
 #       --mca btl self,vader mpi-bench-openmpi ...
-#   mpiexec.mpich -n N -bind-to none mpi-bench-mpich ...
+#   mpiexec.mpich -n N -bind-to B mpi-bench-mpich ...
 # mpi-bench-openmpi and mpi-bench-mpich come from bench/meson.build (each built
 # by its own wrapper, mpicc.openmpi / mpicc.mpich); if the build lacks one, this
 # script compiles it with that wrapper into LOG_DIR.
 #
-# Environment: ROUNDS (5), LOG_DIR (a fresh mktemp -d), SIZES (primary sizes),
+# Environment: BIND (core or none: every side, every rank count; default: core
+# where the ranks fit the CPUs, none elsewhere), ROUNDS (5), LOG_DIR (a fresh mktemp -d), SIZES (primary sizes),
 # SECONDARY (1; 0 runs the primary set only), IMPLS ("braid openmpi mpich"),
 # BRAID_ARGS (extra braid-bench flags, e.g. "-R 1"; BRAID_ALGO passes through),
 # CHECK (first: -c 1 in round 1 and -c 0 after, which keeps the whole script
@@ -80,13 +83,15 @@ done
 if [[ $(id -u) == 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 launch_cmd=()
+cpus=$(nproc)
 launch() {  # impl ranks -> launch_cmd: the launcher words, then the program
-  local impl=$1 n=$2
+  local impl=$1 n=$2 bind
+  bind=${BIND:-$( (( n <= cpus )) && echo core || echo none)}
   case $impl in
-    braid)   launch_cmd=("$braidrun" --no-prefix --timeout 300 -n "$n" "${bench_of[braid]}");;
+    braid)   launch_cmd=("$braidrun" --no-prefix --timeout 300 --bind-to "$bind" -n "$n" "${bench_of[braid]}");;
     # ob1 + vader: without "pml ob1" Open MPI may pick UCX, which ignores the btl list.
-    openmpi) launch_cmd=(mpirun.openmpi -np "$n" --bind-to none --oversubscribe --mca pml ob1 --mca btl self,vader "${bench_of[openmpi]}");;
-    mpich)   launch_cmd=(mpiexec.mpich -n "$n" -bind-to none "${bench_of[mpich]}");;
+    openmpi) launch_cmd=(mpirun.openmpi -np "$n" --bind-to "$bind" --oversubscribe --mca pml ob1 --mca btl self,vader "${bench_of[openmpi]}");;
+    mpich)   launch_cmd=(mpiexec.mpich -n "$n" -bind-to "$bind" "${bench_of[mpich]}");;
   esac
 }
 

@@ -4,8 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <cstdlib>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -13,19 +14,23 @@ namespace braid::cpus {
 
 std::string mine() {
   std::vector<int> v;
-  // A dynamically sized set: hosts with more CPUs than CPU_SETSIZE exist.
-  const long online = sysconf(_SC_NPROCESSORS_CONF);
-  const int n = static_cast<int>(std::clamp<long>(online, 1, kMaxCpu));
-  const int alloc = std::max(n, CPU_SETSIZE);
-  cpu_set_t* set = CPU_ALLOC(alloc);
-  const std::size_t size = CPU_ALLOC_SIZE(alloc);
-  if (set && sched_getaffinity(0, size, set) == 0) {
-    for (int c = 0; c < alloc; ++c)
-      if (CPU_ISSET_S(c, size, set)) v.push_back(c);
+  // Sized up from the configured count until the kernel's mask fits (it
+  // says EINVAL while the set is smaller than its own).
+  const long conf = sysconf(_SC_NPROCESSORS_CONF);
+  for (int n = std::max(static_cast<int>(std::clamp<long>(conf, 1, kMaxCpu)), CPU_SETSIZE); n <= 4 * kMaxCpu; n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (!set) break;
+    const std::size_t size = CPU_ALLOC_SIZE(n);
+    const int rc = sched_getaffinity(0, size, set);
+    const int err = errno;
+    if (rc == 0)
+      for (int c = 0; c < n && c < kMaxCpu; ++c)
+        if (CPU_ISSET_S(c, size, set)) v.push_back(c);
+    CPU_FREE(set);
+    if (rc == 0 || err != EINVAL) break;
   }
-  if (set) CPU_FREE(set);
   if (v.empty())
-    for (int c = 0; c < n; ++c) v.push_back(c);
+    for (int c = 0; c < std::clamp<long>(conf, 1, kMaxCpu); ++c) v.push_back(c);
   return format(std::move(v));
 }
 
@@ -43,7 +48,7 @@ std::string format(std::vector<int> cpus) {
   return s;
 }
 
-bool parse(std::string_view list, std::vector<int>* out) {
+bool parse(std::string_view list, std::vector<Range>* out) {
   out->clear();
   auto number = [&](std::string_view& s, int* v) {
     const auto r = std::from_chars(s.data(), s.data() + s.size(), *v);
@@ -60,7 +65,7 @@ bool parse(std::string_view list, std::vector<int>* out) {
       s.remove_prefix(1);
       if (!number(s, &hi) || hi < lo) return false;
     }
-    for (int c = lo; c <= hi; ++c) out->push_back(c);
+    out->emplace_back(lo, hi);
     if (s.empty()) break;
     if (s.front() != ',' || s.size() == 1) return false;
     s.remove_prefix(1);
@@ -69,11 +74,28 @@ bool parse(std::string_view list, std::vector<int>* out) {
 }
 
 int in_union(const std::vector<std::string>& lists) {
-  std::vector<int> all, one;
+  std::vector<Range> all, one;
   for (const auto& l : lists)
     if (parse(l, &one)) all.insert(all.end(), one.begin(), one.end());
   std::sort(all.begin(), all.end());
-  return static_cast<int>(std::unique(all.begin(), all.end()) - all.begin());
+  // Merged in one pass: the count is the sum of the merged ranges' lengths.
+  long count = 0;
+  int covered_to = -1;  // every CPU up to here is counted
+  for (const auto& [lo, hi] : all) {
+    if (hi <= covered_to) continue;
+    count += hi - std::max(lo, covered_to + 1) + 1;
+    covered_to = hi;
+  }
+  return static_cast<int>(count);
+}
+
+bool oversubscribed(const std::vector<std::string>& lists) {
+  if (static_cast<long>(lists.size()) > in_union(lists)) return true;
+  std::set<int> pinned;  // CPUs some rank is pinned to alone
+  std::vector<Range> r;
+  for (const auto& l : lists)
+    if (parse(l, &r) && r.size() == 1 && r[0].first == r[0].second && !pinned.insert(r[0].first).second) return true;
+  return false;
 }
 
 }  // namespace braid::cpus

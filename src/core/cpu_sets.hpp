@@ -1,34 +1,44 @@
-// CPU sets: which CPUs a rank may run on, as text for the store, and how many
-// distinct CPUs the ranks of one host have between them.
+// CPU sets: which CPUs a rank may run on, as text for the store, and whether
+// the ranks of one host have a CPU each between them.
 //
 // Whether waiters may poll depends on whether the ranks of a host share CPUs.
 // Counting the CPUs in one's own affinity mask gets that wrong for pinned
 // ranks: two ranks pinned to CPUs 0 and 1 each see one CPU and would believe
 // the host oversubscribed, and yield on every wait. So every rank publishes
-// its mask and each counts the union of the masks of its host's ranks.
+// its mask at init and each looks at those of its host's ranks. (A mask
+// changed after init is not seen.)
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace braid::cpus {
 
-// The CPUs this thread may run on, as a list ("0-3,8"); all online CPUs when
-// the kernel does not say.
+inline constexpr int kMaxCpu = 1 << 16;
+using Range = std::pair<int, int>;  // first and last CPU, inclusive
+
+// The CPUs this thread may run on, as a list ("0-3,8"); all configured CPUs
+// when the kernel does not say.
 std::string mine();
 
-// The number of distinct CPUs in the union of lists made by mine(). A list
-// that does not parse counts as no CPUs (a peer of another version, say).
+// Parses "0-3,8" into its ranges as written; false on anything else (stray
+// characters, a reversed range, a CPU at or beyond kMaxCpu). The text comes
+// from a peer: the work is linear in its length whatever the ranges span.
+bool parse(std::string_view list, std::vector<Range>* out);
+
+// The number of distinct CPUs in the union of lists made by mine(); a list
+// that does not parse counts for none.
 int in_union(const std::vector<std::string>& lists);
 
-// Parses "0-3,8" into CPU numbers; false on anything else (stray characters,
-// a reversed range, a CPU beyond kMaxCpu).
-bool parse(std::string_view list, std::vector<int>* out);
+// Whether ranks with these CPU lists (one per rank of a host) share CPUs:
+// more ranks than CPUs in the union, or two ranks pinned to the same single
+// CPU (a union can hide that: {0}, {0}, {1-3}). Not a full matching: ranks
+// pinned to overlapping sets of several CPUs each count as not sharing.
+bool oversubscribed(const std::vector<std::string>& lists);
 
 // The list text for a set of CPU numbers (sorted ranges).
 std::string format(std::vector<int> cpus);
-
-inline constexpr int kMaxCpu = 1 << 16;
 
 }  // namespace braid::cpus

@@ -33,8 +33,7 @@ constexpr int kFdPollEvery = 8;
 
 // How long a waiter polls before it sleeps in the kernel: BRAID_SPIN_US, or
 // 50 us, long enough to catch a reply over loopback or shared memory without
-// a wake-up -- but 0 when this host's ranks outnumber the CPUs they may run
-// on between them (cpu_sets.hpp): then
+// a wake-up -- but 0 when this host's ranks share CPUs (cpu_sets.hpp): then
 // the peer we wait for needs our core, and polling only delays it (measured:
 // 8-byte all_reduce at 4 ranks on 2 cores, 238 us polling, 29 us not).
 long spin_us_from_env() {
@@ -92,8 +91,8 @@ Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
   return h;
 }
 
-void Engine::set_local_ranks(int n, int cpus) {
-  oversubscribed_ = n > cpus;
+void Engine::set_local_ranks(int n, int cpus, bool share) {
+  oversubscribed_ = share;
   if (!spin_from_env_) spin_ = oversubscribed_ ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
   BRAID_INFO("{} ranks on this host, {} CPUs between them: waiters poll for {} us{}", n, cpus, spin_.count(),
              oversubscribed_ ? " and yield" : "");

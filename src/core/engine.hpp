@@ -106,10 +106,11 @@ class Engine {
   // Delivers an unexpected message to receive r (copy, or pull).
   void deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned);
 
-  // How many ranks of the job run on this host, and how many CPUs they may
-  // run on between them: decides whether waiters poll before sleeping (not
-  // when ranks outnumber those CPUs). Called once at init.
-  void set_local_ranks(int n, int cpus);
+  // How many ranks of the job run on this host, how many CPUs they may run
+  // on between them, and whether they share CPUs (cpus::oversubscribed):
+  // decides whether waiters poll before sleeping (not when they share).
+  // Called once at init.
+  void set_local_ranks(int n, int cpus, bool share);
 
   // --- for the one-sided runtime (shm::Window), which waits without the
   // mutex: how long to poll before sleeping, and whether to yield the CPU

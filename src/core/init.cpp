@@ -247,7 +247,8 @@ void init_process_group(const InitOptions& o) {
   for (int r = 0; r < world; ++r)
     if (wg.host_of[static_cast<std::size_t>(r)] == my_host)
       local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), o.timeout)));
-  c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus));
+  c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus),
+                             cpus::oversubscribed(local_cpus));
   BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
   set_context(std::move(c));
 }

@@ -232,27 +232,40 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
   REQUIRE(all_ok(res3));
 }
 
-TEST_CASE("CPU lists: format, parse, and the union of a host's ranks", "[init][cpus]") {
+TEST_CASE("CPU lists: format, parse, the union of a host's ranks, and sharing", "[init][cpus]") {
   namespace cpus = braid::cpus;
   CHECK(cpus::format({3, 0, 1, 2, 8, 10, 9}) == "0-3,8-10");
   CHECK(cpus::format({5}) == "5");
-  std::vector<int> v;
+  std::vector<cpus::Range> v;
   REQUIRE(cpus::parse("0-3,8", &v));
-  CHECK(v == std::vector<int>{0, 1, 2, 3, 8});
-  for (const char* bad : {"", "3-1", "1,", ",1", "a", "1-", "1;2", "-1", "70000"}) {
+  CHECK(v == std::vector<cpus::Range>{{0, 3}, {8, 8}});
+  for (const char* bad : {"", "3-1", "1,", ",1", "a", "1-", "1;2", "-1", "70000", "0-65536"}) {
     INFO("list '" << bad << "'");
     CHECK_FALSE(cpus::parse(bad, &v));
   }
   CHECK(cpus::in_union({"0", "1"}) == 2);      // pinned to distinct CPUs
   CHECK(cpus::in_union({"0", "0"}) == 1);      // pinned to one
   CHECK(cpus::in_union({"0-3", "2-5"}) == 6);
+  CHECK(cpus::in_union({"0-5", "2-3,9"}) == 7);
   CHECK(cpus::in_union({"0-1", "junk"}) == 2);  // what does not parse counts for nothing
+  CHECK_FALSE(cpus::oversubscribed({"0", "1"}));
+  CHECK_FALSE(cpus::oversubscribed({"0-1", "0-1"}));
+  CHECK(cpus::oversubscribed({"0", "0"}));
+  CHECK(cpus::oversubscribed({"0-1", "0-1", "1"}));
+  CHECK(cpus::oversubscribed({"0", "0", "1-3"}));  // the union has room; CPU 0 does not
+  // A peer's list is counted in time and memory linear in its length,
+  // however much its ranges span: 100000 copies of the widest range (800 KB;
+  // expanded CPU by CPU that was 6.5e9 numbers, and the process died).
+  std::string wide;
+  for (int i = 0; i < 100000; ++i) wide += i ? ",0-65535" : "0-65535";
+  CHECK(cpus::in_union({wide, "5"}) == cpus::kMaxCpu);
+  CHECK(cpus::oversubscribed({wide, wide}) == false);
   const std::string me = cpus::mine();
   REQUIRE(cpus::parse(me, &v));
   cpu_set_t set;
   CPU_ZERO(&set);
   REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
-  CHECK(static_cast<int>(v.size()) == CPU_COUNT(&set));
+  CHECK(cpus::in_union({me}) == CPU_COUNT(&set));
 }
 
 // Waiters poll (and never yield) unless the host's ranks outnumber the CPUs
@@ -269,6 +282,7 @@ TEST_CASE("ranks pinned to distinct CPUs poll; ranks pinned to one CPU yield", "
     WARN("only one CPU usable: the distinct-CPU case cannot run here");
   } else {
     auto res = run_ranks(2, [&](int rank, int) {
+      ::unsetenv("BRAID_SPIN_US");  // the default spin, which pinned ranks keep
       cpu_set_t one;
       CPU_ZERO(&one);
       CPU_SET(mine[static_cast<std::size_t>(rank)], &one);

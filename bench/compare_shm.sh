@@ -24,10 +24,12 @@
 #   bench/compare_shm.sh [BUILD_DIR]        (default: build-bench, then build)
 #
 # Launchers: every side binds the same way. When the ranks fit the CPUs
-# (BIND=core, the default then) each rank is bound to a core of its own, as
-# braidrun and Open MPI do by default; MPICH's hydra does not bind by default
-# and is told to. With more ranks than CPUs (BIND=none) nothing is bound.
-#   braidrun --no-prefix --timeout 300 --bind-to B -n N braid-bench ...
+# (BIND=core, the default then) each rank is bound to CPUs of its own: Open
+# MPI to a core each (its default at 2 ranks), MPICH's hydra likewise (it does
+# not bind by default and is told to), braidrun to a block of CPUs each (its
+# default; with as many ranks as CPUs, one CPU each). With more ranks than
+# CPUs (BIND=none) nothing is bound.
+#   braidrun --no-prefix --timeout 300 --bind-to block|none -n N braid-bench ...
 #       (default backend: shared memory between local ranks; every Braid log
 #       is checked for it)
 #   mpirun.openmpi -np N --bind-to B --oversubscribe --mca pml ob1
@@ -88,7 +90,7 @@ launch() {  # impl ranks -> launch_cmd: the launcher words, then the program
   local impl=$1 n=$2 bind
   bind=${BIND:-$( (( n <= cpus )) && echo core || echo none)}
   case $impl in
-    braid)   launch_cmd=("$braidrun" --no-prefix --timeout 300 --bind-to "$bind" -n "$n" "${bench_of[braid]}");;
+    braid)   launch_cmd=("$braidrun" --no-prefix --timeout 300 --bind-to "${bind/core/block}" -n "$n" "${bench_of[braid]}");;
     # ob1 + vader: without "pml ob1" Open MPI may pick UCX, which ignores the btl list.
     openmpi) launch_cmd=(mpirun.openmpi -np "$n" --bind-to "$bind" --oversubscribe --mca pml ob1 --mca btl self,vader "${bench_of[openmpi]}");;
     mpich)   launch_cmd=(mpiexec.mpich -n "$n" -bind-to "$bind" "${bench_of[mpich]}");;

@@ -4,9 +4,12 @@
 //
 // Each rank gets MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. When the ranks fit the
-// CPUs braidrun may use, rank r is bound to the r-th of them, as Open MPI binds to cores: an
-// unbound pair of polling ranks can be put on one CPU by the scheduler and stay there, taking
-// turns at each exchange (measured here: 8-byte all_reduce, 2 ranks, every other call 10 us).
+// CPUs braidrun may use, those CPUs are cut into N equal contiguous blocks and rank r is bound to
+// block r (one CPU each when N equals the CPU count): an unbound pair of polling ranks can be put
+// on one CPU by the scheduler and stay there, taking turns at each exchange (measured here:
+// 8-byte all_reduce, 2 ranks, every other call 10 us). Blocks, not single CPUs, leave a rank's
+// own threads room on a big host. Open MPI binds to a core per rank at 2 ranks, and to sockets
+// above.
 // Output lines are
 // prefixed with "[R] ". The first rank to fail takes the whole job down, and its status becomes
 // braidrun's exit status, so a script or CI step sees the failure.
@@ -61,9 +64,10 @@ constexpr const char* kUsage =
     "  --port P            MASTER_PORT to use (default: a free port)\n"
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
     "  --no-prefix         pass rank output through unchanged instead of prefixing \"[R] \"\n"
-    "  --bind-to core|none core: rank r runs on the r-th CPU braidrun may use (the default when\n"
-    "                      N is at most that many CPUs); none: ranks run anywhere (the default\n"
-    "                      otherwise)\n"
+    "  --bind-to block|none block: the CPUs braidrun may use are cut into N equal contiguous\n"
+    "                      blocks and rank r runs on block r (the default when N is at most that\n"
+    "                      many CPUs; with more ranks, rank r gets CPU r mod the count); none:\n"
+    "                      ranks run anywhere (the default otherwise)\n"
     "  -h, --help          show this help\n";
 
 // Owns a file descriptor; braidrun builds without the library, so it keeps its own.
@@ -160,8 +164,8 @@ Options parse_args(int argc, char** argv) {
       o.prefix = false;
     } else if (arg == "--bind-to") {
       const std::string_view v = take_value();
-      if (v != "core" && v != "none") usage_error(fmt::format("--bind-to expects 'core' or 'none', got '{}'", v));
-      o.bind = v == "core";
+      if (v != "block" && v != "none") usage_error(fmt::format("--bind-to expects 'block' or 'none', got '{}'", v));
+      o.bind = v == "block";
     } else {
       usage_error(fmt::format("unknown option '{}'", argv[i]));
     }
@@ -172,27 +176,40 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-// The CPUs this process may run on, in order.
+// The CPUs this process may run on, in order. The set is sized up until the kernel's mask fits
+// (it says EINVAL while the set is smaller than its own).
 std::vector<int> usable_cpus() {
   std::vector<int> cpus;
-  const int n = std::max(static_cast<int>(::sysconf(_SC_NPROCESSORS_CONF)), CPU_SETSIZE);
-  cpu_set_t* set = CPU_ALLOC(n);
-  const size_t size = CPU_ALLOC_SIZE(n);
-  if (set && ::sched_getaffinity(0, size, set) == 0)
-    for (int c = 0; c < n; ++c)
-      if (CPU_ISSET_S(c, size, set)) cpus.push_back(c);
-  if (set) CPU_FREE(set);
+  for (int n = std::max(static_cast<int>(::sysconf(_SC_NPROCESSORS_CONF)), CPU_SETSIZE); n <= (1 << 18); n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (!set) break;
+    const size_t size = CPU_ALLOC_SIZE(n);
+    const int rc = ::sched_getaffinity(0, size, set);
+    const int err = errno;
+    if (rc == 0)
+      for (int c = 0; c < n; ++c)
+        if (CPU_ISSET_S(c, size, set)) cpus.push_back(c);
+    CPU_FREE(set);
+    if (rc == 0 || err != EINVAL) break;
+  }
   return cpus;
 }
 
-// Rank r's CPU under --bind-to core, or none (-1 each) when not binding. Asking for binding
-// with more ranks than CPUs wraps around, as two ranks per core would.
-std::vector<int> rank_cpus(const Options& o) {
+// Each rank's CPUs under --bind-to block; empty lists when not binding.
+std::vector<std::vector<int>> rank_cpus(const Options& o) {
   const std::vector<int> cpus = usable_cpus();
-  const bool bind = o.bind.value_or(!cpus.empty() && o.nranks <= static_cast<int>(cpus.size()));
-  std::vector<int> of(static_cast<size_t>(o.nranks), -1);
-  if (bind && !cpus.empty())
-    for (int r = 0; r < o.nranks; ++r) of[static_cast<size_t>(r)] = cpus[static_cast<size_t>(r) % cpus.size()];
+  const size_t c = cpus.size(), n = static_cast<size_t>(o.nranks);
+  const bool bind = o.bind.value_or(c > 0 && n <= c);
+  std::vector<std::vector<int>> of(n);
+  if (!bind || c == 0) return of;
+  for (size_t r = 0; r < n; ++r) {
+    if (n > c) {
+      of[r] = {cpus[r % c]};
+      continue;
+    }
+    of[r].assign(cpus.begin() + static_cast<std::ptrdiff_t>(r * c / n),
+                 cpus.begin() + static_cast<std::ptrdiff_t>((r + 1) * c / n));
+  }
   return of;
 }
 
@@ -275,8 +292,8 @@ class Job {
     // A closed stdout must not kill braidrun while ranks still run; write_all drops output then.
     ::signal(SIGPIPE, SIG_IGN);
 
-    const std::vector<int> cpu_of = rank_cpus(opt_);
-    for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port, cpu_of[static_cast<size_t>(r)]);
+    const std::vector<std::vector<int>> cpus_of = rank_cpus(opt_);
+    for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port, cpus_of[static_cast<size_t>(r)]);
     if (opt_.timeout_s)
       job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(*opt_.timeout_s));
@@ -308,14 +325,14 @@ class Job {
     return env;
   }
 
-  void spawn(int rank, const std::string& program, int port, int cpu) {
+  void spawn(int rank, const std::string& program, int port, const std::vector<int>& cpus) {
     // Everything the child needs is built before fork, so the child only makes syscalls.
-    const int set_cpus = std::max(cpu + 1, CPU_SETSIZE);
+    const int set_cpus = std::max(cpus.empty() ? 0 : cpus.back() + 1, CPU_SETSIZE);
     cpu_set_t* set = CPU_ALLOC(set_cpus);
     const size_t set_size = CPU_ALLOC_SIZE(set_cpus);
-    if (set && cpu >= 0) {
+    if (set && !cpus.empty()) {
       CPU_ZERO_S(set_size, set);
-      CPU_SET_S(cpu, set_size, set);
+      for (int c : cpus) CPU_SET_S(c, set_size, set);
     }
     std::vector<std::string> env = rank_env(rank, port);
     std::vector<char*> envp, argv;
@@ -348,7 +365,7 @@ class Job {
       ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
       ::signal(SIGPIPE, SIG_DFL);
       // A CPU that cannot be had (taken offline since) leaves the rank unbound, not dead.
-      if (set && cpu >= 0) ::sched_setaffinity(0, set_size, set);
+      if (set && !cpus.empty()) ::sched_setaffinity(0, set_size, set);
       ::execve(program.c_str(), argv.data(), envp.data());
       say("rank {}: cannot execute '{}': {}", rank, program, std::strerror(errno));
       ::_exit(127);

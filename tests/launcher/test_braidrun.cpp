@@ -6,7 +6,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -282,17 +281,6 @@ TEST_CASE("--timeout ends a hanging job", "[braidrun]") {
 }
 
 namespace {
-// The CPUs this test may run on (braidrun inherits them).
-std::vector<int> usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
-  std::vector<int> v;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) v.push_back(c);
-  return v;
-}
-
 // "0-2,5" -> {0, 1, 2, 5}
 std::vector<int> expand(const std::string& list) {
   std::vector<int> v;
@@ -306,6 +294,15 @@ std::vector<int> expand(const std::string& list) {
     if (end == p && *p) break;  // not a list: stop rather than loop
   }
   return v;
+}
+
+// The CPUs this test may run on (braidrun inherits them), as the kernel lists them.
+std::vector<int> usable_cpus() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("Cpus_allowed_list:", 0) == 0) return expand(line.substr(line.find(':') + 1));
+  FAIL("no Cpus_allowed_list in /proc/self/status");
+  return {};
 }
 
 // Each rank's CPUs, as the kernel reports them, under braidrun -n n opts.
@@ -326,27 +323,37 @@ std::map<int, std::vector<int>> cpus_of_ranks(int n, std::vector<std::string> op
 }
 }  // namespace
 
-TEST_CASE("ranks that fit the CPUs are bound one per CPU; more ranks, or --bind-to none, run anywhere",
+TEST_CASE("ranks that fit the CPUs get a block of them each; more ranks, or --bind-to none, run anywhere",
           "[braidrun]") {
   const std::vector<int> cpus = usable_cpus();
-  const int fit = static_cast<int>(std::min<std::size_t>(cpus.size(), 4));
-  SECTION("default, ranks fit: rank r on the r-th usable CPU") {
-    auto of = cpus_of_ranks(fit, {});
-    for (int r = 0; r < fit; ++r) CHECK(of[r] == std::vector<int>{cpus[static_cast<std::size_t>(r)]});
+  const std::size_t c = cpus.size();
+  auto block = [&](std::size_t r, std::size_t n) {
+    return std::vector<int>(cpus.begin() + static_cast<std::ptrdiff_t>(r * c / n),
+                            cpus.begin() + static_cast<std::ptrdiff_t>((r + 1) * c / n));
+  };
+  SECTION("default, ranks fit: rank r on the r-th of N equal blocks") {
+    for (std::size_t n : {std::size_t{1}, std::min<std::size_t>(c, 2), std::min<std::size_t>(c, 4)}) {
+      INFO(n << " ranks on " << c << " CPUs");
+      auto of = cpus_of_ranks(static_cast<int>(n), {});
+      for (std::size_t r = 0; r < n; ++r) CHECK(of[static_cast<int>(r)] == block(r, n));
+    }
+    // One rank keeps every CPU; two ranks on two or more CPUs never share one.
+    CHECK(cpus_of_ranks(1, {})[0] == cpus);
   }
   SECTION("default, more ranks than CPUs: not bound") {
-    const int n = static_cast<int>(cpus.size()) + 1;
+    const int n = static_cast<int>(c) + 1;
     if (n > 64) return;  // a big host: not worth the processes
     for (auto& [rank, set] : cpus_of_ranks(n, {})) CHECK(set == cpus);
   }
   SECTION("--bind-to none") {
-    for (auto& [rank, set] : cpus_of_ranks(fit, {"--bind-to", "none"})) CHECK(set == cpus);
+    for (auto& [rank, set] : cpus_of_ranks(static_cast<int>(std::min<std::size_t>(c, 4)), {"--bind-to", "none"}))
+      CHECK(set == cpus);
   }
-  SECTION("--bind-to core with more ranks than CPUs wraps around") {
-    const int n = static_cast<int>(cpus.size()) + 1;
+  SECTION("--bind-to block with more ranks than CPUs: one CPU each, round robin") {
+    const int n = static_cast<int>(c) + 1;
     if (n > 64) return;
-    auto of = cpus_of_ranks(n, {"--bind-to=core"});
-    for (int r = 0; r < n; ++r) CHECK(of[r] == std::vector<int>{cpus[static_cast<std::size_t>(r) % cpus.size()]});
+    auto of = cpus_of_ranks(n, {"--bind-to=block"});
+    for (int r = 0; r < n; ++r) CHECK(of[r] == std::vector<int>{cpus[static_cast<std::size_t>(r) % c]});
   }
 }
 
@@ -370,7 +377,7 @@ TEST_CASE("usage errors exit 2 with a message", "[braidrun]") {
       {{"-n", "2", "braidrun-no-such-program"}, "not found"},
       {{"-n", "2", not_exec}, "not an executable"},
       {{"--bogus", "-n", "2", "/bin/true"}, "unknown option '--bogus'"},
-      {{"--bind-to", "socket", "-n", "2", "/bin/true"}, "'core' or 'none', got 'socket'"},
+      {{"--bind-to", "core", "-n", "2", "/bin/true"}, "'block' or 'none', got 'core'"},
   };
   for (const auto& c : cases) {
     Result r = run(c.args);

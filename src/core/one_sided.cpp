@@ -436,7 +436,9 @@ struct OneSidedRunner {
     if (bytes == 0) return;
     if (dev) return dev->put(device_remote(s, s.dst), ptr(s.src), s.src.count);
     shm::BufDesc d;
-    w.write_peer(s.peer, remote(s, s.dst, &d), ptr(s.src), bytes);
+    const std::uint64_t addr = remote(s, s.dst, &d);
+    if (char* p = w.map(s.peer, d, addr, bytes)) std::memcpy(p, ptr(s.src), bytes);
+    else w.write_peer(s.peer, addr, ptr(s.src), bytes);
   }
 
   void start(std::int32_t i) {

@@ -271,7 +271,7 @@ bool Window::peer_gone(int peer) const {
   return ::poll(&f, 1, 0) > 0;
 }
 
-const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes) {
+char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes) {
   if (d.fd == -1) return nullptr;
   if (addr < d.base || addr + bytes > d.base + d.size)
     fail_peer(ErrorCode::Transport, world_rank(peer),
@@ -281,13 +281,13 @@ const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::siz
     if (d.size != p.block_bytes)
       fail_peer(ErrorCode::Transport, world_rank(peer), "rank {} described its block with the wrong size",
                 world_rank(peer));
-    return static_cast<const char*>(p.block) + (addr - d.base);
+    return static_cast<char*>(p.block) + (addr - d.base);
   }
   if (d.fd < 0)
     fail_peer(ErrorCode::Transport, world_rank(peer), "rank {} described a buffer with descriptor {}",
               world_rank(peer), d.fd);
   for (PeerMap& m : p.maps)
-    if (m.gen == d.gen) return static_cast<const char*>(m.local) + (addr - d.base);
+    if (m.gen == d.gen) return static_cast<char*>(m.local) + (addr - d.base);
   Fd fd(pidfd_getfd(p.pidfd.get(), d.fd));
   if (!fd.valid())
     fail_peer(ErrorCode::PeerFailure, world_rank(peer), "cannot take rank {}'s buffer (pidfd_getfd: {})",
@@ -297,7 +297,7 @@ const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::siz
     fail_peer(ErrorCode::Transport, world_rank(peer), "rank {}'s buffer descriptor does not match its memory",
               world_rank(peer));
   // MAP_POPULATE: build the page tables once, not by a fault per page read.
-  void* local = ::mmap(nullptr, d.size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+  void* local = ::mmap(nullptr, d.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
   if (local == MAP_FAILED)
     fail(ErrorCode::Transport, "mapping {} bytes of rank {}'s memory failed: {}", d.size, world_rank(peer),
          errno_text());
@@ -313,7 +313,7 @@ const char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::siz
     p.maps.erase(p.maps.begin());
   }
   p.maps.push_back({d.gen, d.base, d.size, local});
-  return static_cast<const char*>(local) + (addr - d.base);
+  return static_cast<char*>(local) + (addr - d.base);
 }
 
 namespace {

@@ -108,7 +108,8 @@ class Window {
   IpcDesc peer_ipc(int peer, int parity, int which) const;
   // The peer's bytes [addr, addr + bytes) as mapped here, mapping the
   // allocation on first use; nullptr when the buffer is not shareable.
-  const char* map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes);
+  // Writable: a Put into a peer's shareable Output stores straight into it.
+  char* map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes);
   // One copy from the peer's memory (process_vm_readv); throws braid::Error
   // naming the peer if it is gone.
   void read_peer(int peer, std::uint64_t addr, void* dst, std::size_t bytes);

@@ -17,6 +17,9 @@ namespace braid::plan {
 
 namespace {
 
+// See the Put rule in Simulator::run.
+constexpr double kHotPutBytes = 1024.0 * 1024;
+
 struct Loc {
   int rank = -1;
   int step = -1;
@@ -51,6 +54,11 @@ class Simulator {
           if (theirs.buf == Buf::Scratch) work *= hot ? c_.hot_read_factor : 1.0;
           else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(theirs.count);
         }
+        // A Put of what the step it follows has just written, no more than
+        // kHotPutBytes, reads it from cache: only the write into the peer
+        // costs (push's chunks on host memory).
+        if (s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
+          work -= 0.5 * c_.copy_s_per_byte * bytes(s.src.count);
         if (!p_.one_sided) {
           complete(e.rank, e.step, e.time + work);
           continue;
@@ -88,6 +96,17 @@ class Simulator {
   }
 
  private:
+  // Whether one of s's dependencies wrote exactly the span s reads.
+  bool wrote_before(int r, const Step& s) const {
+    for (auto d : s.deps) {
+      const Step& w = step(r, d);
+      if (w.kind != StepKind::Send && w.dst.buf == s.src.buf && w.dst.offset == s.src.offset &&
+          w.dst.count == s.src.count)
+        return true;
+    }
+    return false;
+  }
+
   struct Event {
     double time;
     int rank;

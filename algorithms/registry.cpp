@@ -38,10 +38,9 @@ std::vector<Algorithm> build_list() {
       // one host only (one-sided steps over shared memory):
       {"oneshot", Collective::AllReduce, oneshot_allreduce, one_host_only},
       {"twoshot", Collective::AllReduce, twoshot_allreduce, one_host_only},
-      // Named only: its gain is the fused kernel of the device runner, which
-      // names it for device tensors (collectives.cpp). On host memory it ran
-      // like twoshot (4 ranks, 16-64 MiB: 2.30 vs 2.49 GB/s busbw).
-      {"push", Collective::AllReduce, push_allreduce, one_host_only, false},
+      // Chosen where twoshot was, on host memory too, since its blocks go out
+      // in cache-hot chunks there (push.cpp); the device runner names it.
+      {"push", Collective::AllReduce, push_allreduce, one_host_only},
       {"oneshot", Collective::ReduceScatter, oneshot_reducescatter, one_host_only},
       {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_host_only},
       {"oneshot", Collective::AllGather, oneshot_allgather, one_host_only},

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -271,40 +272,19 @@ TEST_CASE("CPU lists: format, parse, the union of a host's ranks, and sharing", 
 // Waiters poll (and never yield) unless the host's ranks outnumber the CPUs
 // they may use between them. Ranks each pinned to a CPU of their own are not
 // oversubscribed, though each sees a single CPU; ranks pinned to one CPU are.
-TEST_CASE("ranks pinned to distinct CPUs poll; ranks pinned to one CPU yield", "[init][cpus]") {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
-  std::vector<int> mine;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &set)) mine.push_back(c);
-  if (mine.size() < 2) {
-    WARN("only one CPU usable: the distinct-CPU case cannot run here");
-  } else {
-    auto res = run_ranks(2, [&](int rank, int) {
-      ::unsetenv("BRAID_SPIN_US");  // the default spin, which pinned ranks keep
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(mine[static_cast<std::size_t>(rank)], &one);
-      RANK_CHECK(::sched_setaffinity(0, sizeof one, &one) == 0);
-      init_env();
-      RANK_CHECK(!braid::context().engine->oversubscribed());
-      RANK_CHECK(braid::context().engine->spin_time().count() > 0);
-      float x = 1;
-      braid::all_reduce(braid::tensor(&x, 1));
-      RANK_CHECK(x == 2);
-      braid::destroy_process_group();
-    });
-    INFO(describe(res));
-    REQUIRE(all_ok(res));
-  }
-  auto res = run_ranks(2, [&](int, int) {
+namespace {
+// Two ranks, rank r pinned to CPU cpu_of[r]: whether each engine calls the
+// host oversubscribed, and an all_reduce that works either way.
+void run_pinned(const std::array<int, 2>& cpu_of, bool shared) {
+  auto res = run_ranks(2, [&](int rank, int) {
+    ::unsetenv("BRAID_SPIN_US");  // the default spin, which unshared ranks keep
     cpu_set_t one;
     CPU_ZERO(&one);
-    CPU_SET(mine.front(), &one);
+    CPU_SET(cpu_of[static_cast<std::size_t>(rank)], &one);
     RANK_CHECK(::sched_setaffinity(0, sizeof one, &one) == 0);
     init_env();
-    RANK_CHECK(braid::context().engine->oversubscribed());
+    RANK_CHECK(braid::context().engine->oversubscribed() == shared);
+    RANK_CHECK((braid::context().engine->spin_time().count() > 0) == !shared);
     float x = 1;
     braid::all_reduce(braid::tensor(&x, 1));
     RANK_CHECK(x == 2);
@@ -312,4 +292,17 @@ TEST_CASE("ranks pinned to distinct CPUs poll; ranks pinned to one CPU yield", "
   });
   INFO(describe(res));
   REQUIRE(all_ok(res));
+}
+}  // namespace
+
+TEST_CASE("ranks pinned to distinct CPUs poll; ranks pinned to one CPU yield", "[init][cpus]") {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(::sched_getaffinity(0, sizeof set, &set) == 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.push_back(c);
+  if (mine.size() < 2) WARN("only one CPU usable: the distinct-CPU case cannot run here");
+  else run_pinned({mine[0], mine[1]}, false);
+  run_pinned({mine[0], mine[0]}, true);
 }

@@ -50,6 +50,22 @@ bool lay_out_boxes(const plan::Plan& p, int rank, std::vector<std::int32_t>* box
   return true;
 }
 
+// FNV-1a over the arguments every rank must agree on.
+std::uint32_t call_shape(const plan::PlanArgs& a, const std::string& algorithm) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ull;
+  };
+  mix(static_cast<std::uint64_t>(a.coll));
+  mix(static_cast<std::uint64_t>(a.nranks));
+  mix(static_cast<std::uint64_t>(a.count));
+  mix(a.elem_size);
+  mix(static_cast<std::uint64_t>(a.root));
+  for (char ch : algorithm) mix(static_cast<unsigned char>(ch));
+  const auto v = static_cast<std::uint32_t>(h ^ (h >> 32));
+  return v ? v : 1;
+}
+
 }  // namespace
 
 std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank, bool fastbox) {
@@ -88,6 +104,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
   }
   c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
   if (c->fastbox) c->order = straight_order(*c->plan, rank);
+  c->shape = call_shape(c->plan->args, c->plan->algorithm);
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
   c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
   std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);

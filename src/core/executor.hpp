@@ -45,6 +45,11 @@ struct CompiledPlan {
   // Fast-box plans: this rank's steps in an order it may run them one by
   // one, blocking on each receive (straight_order); empty: the scheduler.
   std::vector<std::int32_t> order;
+  // A hash of what every rank must agree on for this call (collective,
+  // group size, count, element size, root, algorithm), never 0. Plans the
+  // one-sided runner runs carry it in their buffer descriptors and fast-box
+  // flags, so a rank that passed other arguments is named, not read.
+  std::uint32_t shape = 1;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
   // Run by the one-sided runner (one_sided.cpp), in the group's turn order.
   bool runs_one_sided() const { return plan->one_sided || fastbox; }
@@ -162,6 +167,7 @@ inline std::uint64_t call_identity(const ExecCall& c) {
 class Doing {
  public:
   Doing(shm::Window& w, bool one_sided, const ExecCall& c) : w_(w), one_sided_(one_sided) {
+    if (one_sided_) w_.doing_shape(c.plan->shape);
     w_.doing(one_sided_, call_identity(c));
   }
   ~Doing() { w_.doing(one_sided_, 0); }

@@ -117,10 +117,20 @@ struct Pending {
 // A fast-box message's flag word: the call's ticket + 1 (40 bits: a stale
 // box holds an older one) and the message's size (a peer that passed other
 // counts is caught, not read).
+// Above the size, 11 bits of the call's shape (CompiledPlan::shape): a peer
+// that passed other arguments but sends a message of the expected size is
+// caught too.
 constexpr std::uint64_t kFlagTicketBits = 40;
-constexpr std::uint64_t flag_word(std::uint64_t ticket, std::size_t bytes) {
-  return ((ticket + 1) & ((std::uint64_t{1} << kFlagTicketBits) - 1)) | (std::uint64_t{bytes} << kFlagTicketBits);
+constexpr std::uint64_t kFlagSizeBits = 13;
+constexpr std::uint64_t flag_word(std::uint64_t ticket, std::size_t bytes, std::uint32_t shape) {
+  return ((ticket + 1) & ((std::uint64_t{1} << kFlagTicketBits) - 1)) | (std::uint64_t{bytes} << kFlagTicketBits) |
+         (std::uint64_t{shape} << (kFlagTicketBits + kFlagSizeBits));
 }
+constexpr std::size_t flag_bytes(std::uint64_t flag) {
+  return static_cast<std::size_t>((flag >> kFlagTicketBits) & ((std::uint64_t{1} << kFlagSizeBits) - 1));
+}
+static_assert(plan::kFastboxLines * plan::kFastboxLineBytes < (1 << kFlagSizeBits),
+              "a fast-box message's size fits its flag");
 static_assert(shm::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines),
               "the window's boxes are the size the plans are fitted to");
 
@@ -198,6 +208,7 @@ struct OneSidedRunner {
       sd.cuda = c.device + 1;
       sd.stamp = c.ticket + 1;
     }
+    sd.shape = c.plan->shape;
     w.publish(parity, 2, sd);
     sched.begin(*c.plan);
     pending.clear();
@@ -205,12 +216,15 @@ struct OneSidedRunner {
 
   void publish(int which, const void* p, std::size_t bytes) {
     if (!dev) {
-      w.publish(parity, which, describe(p, bytes));
+      shm::BufDesc d = describe(p, bytes);
+      d.shape = call.plan->shape;
+      w.publish(parity, which, d);
       return;
     }
     shm::IpcDesc ipc;
     shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
     d.stamp = call.ticket + 1;
+    d.shape = call.plan->shape;
     w.publish_ipc(parity, which, ipc);
     w.publish(parity, which, d);
   }
@@ -278,7 +292,7 @@ struct OneSidedRunner {
     const std::size_t lines = lines_of(bytes);
     char* msg = box_at(i, w.me(), s.peer);
     const char* src = ptr(s.src);
-    const std::uint64_t flag = flag_word(call.ticket, bytes);
+    const std::uint64_t flag = flag_word(call.ticket, bytes, call.plan->shape);
     const std::size_t full = bytes / kLineData;  // lines filled whole: a fixed-size copy each
     for (std::size_t k = 0; k < lines; ++k) {
       if (k < full) std::memcpy(msg + k * 64, src + k * kLineData, kLineData);
@@ -310,7 +324,8 @@ struct OneSidedRunner {
   bool box_recv(std::int32_t i, const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
     const char* msg = box_at(i, s.peer, w.me());
-    Pending p{i, s.peer, 0, flag_of(msg, lines_of(bytes) - 1), flag_of(msg, 0), flag_word(call.ticket, bytes)};
+    Pending p{i, s.peer, 0, flag_of(msg, lines_of(bytes) - 1), flag_of(msg, 0),
+              flag_word(call.ticket, bytes, call.plan->shape)};
     if (!box_arrived(p)) {
       pending.push_back(p);
       return false;
@@ -327,12 +342,15 @@ struct OneSidedRunner {
     // a peer that sent fewer lines, the first's).
     constexpr std::uint64_t ticket_mask = (std::uint64_t{1} << kFlagTicketBits) - 1;
     if ((got & ticket_mask) != (p.want & ticket_mask)) got = p.first->load(std::memory_order_relaxed);
-    if ((got & ticket_mask) == (p.want & ticket_mask) && got != p.want)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must pass the same "
-                              "counts, dtype and root",
-                              call.what, w.world_rank(p.peer), got >> kFlagTicketBits, p.want >> kFlagTicketBits),
-                  w.world_rank(p.peer));
+    if ((got & ticket_mask) == (p.want & ticket_mask) && got != p.want) {
+      if (flag_bytes(got) != flag_bytes(p.want))
+        throw Error(ErrorCode::InvalidArgument,
+                    fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must pass the same "
+                                "counts, dtype and root",
+                                call.what, w.world_rank(p.peer), flag_bytes(got), flag_bytes(p.want)),
+                    w.world_rank(p.peer));
+      throw other_arguments(p.peer);
+    }
     return false;
   }
 
@@ -369,6 +387,7 @@ struct OneSidedRunner {
   std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, shm::BufDesc* d) const {
     *d = w.peer_desc(s.peer, parity, which(theirs.buf));
     const int peer = w.world_rank(s.peer);
+    if (d->shape != call.plan->shape) throw other_arguments(s.peer);
     if (dev && (d->cuda == 0 || d->stamp != call.ticket + 1))
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {} does not run this call on CUDA device memory as this rank does (it passed "
@@ -507,6 +526,15 @@ struct OneSidedRunner {
                 w.world_rank(pending.front().peer));
   }
 
+  // The peer runs this call with another shape (CompiledPlan::shape).
+  Error other_arguments(int peer) const {
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: rank {} runs this call with other arguments than this rank (count, dtype, root or "
+                             "algorithm): every rank must pass the same counts, dtype and root",
+                             call.what, w.world_rank(peer)),
+                 w.world_rank(peer));
+  }
+
   // A peer marked its window failed (executor.hpp, peer_gave_up).
   [[noreturn]] void gave_up(int peer, const shm::Window::Failure& f) const { throw peer_gave_up(w, peer, f, call); }
 
@@ -557,6 +585,10 @@ struct OneSidedRunner {
         // passed other counts).
         if (w.peer_doing(p.peer, false) == call_identity(call))
           throw runs_otherwise(call, w.world_rank(p.peer), false);
+        // It runs this call on the window too, but with other arguments
+        // (its plan may never send what we wait for).
+        if (w.peer_doing(p.peer, true) == call_identity(call) && w.peer_doing_shape(p.peer) != call.plan->shape)
+          throw other_arguments(p.peer);
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();

@@ -72,6 +72,10 @@ struct BufDesc {
   // calls leave it 0 (rewriting the line every call would cost their
   // readers a miss).
   std::uint64_t stamp = 0;
+  // The call's shape (CompiledPlan::shape): a reader whose own call has
+  // another shape knows the owner passed other counts, dtype, root or
+  // algorithm, rather than reading a prefix of its buffer as if all agreed.
+  std::uint32_t shape = 0;
 };
 
 // How a peer opens a device buffer: a cudaIpcMemHandle_t of the allocation
@@ -156,6 +160,11 @@ class Window {
   // line of its own.
   void doing(bool one_sided, std::uint64_t identity);
   std::uint64_t peer_doing(int peer, bool one_sided) const;
+  // The shape (CompiledPlan::shape) of the one-sided call the rank runs,
+  // written before its identity: a waiting peer whose call has the same
+  // identity but another shape knows the rank passed other arguments.
+  void doing_shape(std::uint32_t shape);
+  std::uint32_t peer_doing_shape(int peer) const;
   // Calls this rank / a peer has completed on the window. Before a call
   // writes anything it alternates by parity (descriptors, Scratch), every
   // peer must have completed the call two before it: whatever plans ran in
@@ -232,6 +241,7 @@ class Window {
   };
   std::vector<Retired> retired_;
   std::uint64_t last_single_ = ~std::uint64_t{0};  // last call on the one large region
+  std::uint32_t doing_shape_ = 0;                  // last stored by doing_shape()
 };
 
 template <class Ready>

@@ -387,7 +387,6 @@ struct OneSidedRunner {
   std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, shm::BufDesc* d) const {
     *d = w.peer_desc(s.peer, parity, which(theirs.buf));
     const int peer = w.world_rank(s.peer);
-    if (d->shape != call.plan->shape) throw other_arguments(s.peer);
     if (dev && (d->cuda == 0 || d->stamp != call.ticket + 1))
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("{}: rank {} does not run this call on CUDA device memory as this rank does (it passed "
@@ -401,6 +400,8 @@ struct OneSidedRunner {
                               "must pass tensors of the same kind (all on CUDA devices, or all on the host)",
                               call.what, peer),
                   peer);
+    // After the kind of memory: that message says more than this one.
+    if (d->shape != call.plan->shape) throw other_arguments(s.peer);
     const auto off = static_cast<std::uint64_t>(theirs.offset) * elem;
     const auto bytes = static_cast<std::uint64_t>(theirs.count) * elem;
     if (off + bytes > d->bytes || d->addr == 0)

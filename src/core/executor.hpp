@@ -167,8 +167,7 @@ inline std::uint64_t call_identity(const ExecCall& c) {
 class Doing {
  public:
   Doing(shm::Window& w, bool one_sided, const ExecCall& c) : w_(w), one_sided_(one_sided) {
-    if (one_sided_) w_.doing_shape(c.plan->shape);
-    w_.doing(one_sided_, call_identity(c));
+    w_.doing(one_sided_, call_identity(c), c.plan->shape);
   }
   ~Doing() { w_.doing(one_sided_, 0); }
   Doing(const Doing&) = delete;

@@ -48,7 +48,7 @@ struct Window::Header {
   alignas(kLine) IpcDesc ipc[2][3];
   alignas(kLine) std::atomic<std::uint64_t> doing_one_sided;  // doing(): a call's identity, or 0
   std::atomic<std::uint64_t> doing_messages;
-  std::atomic<std::uint32_t> doing_shape;  // doing_shape()
+  std::atomic<std::uint32_t> doing_shape;  // doing(): the one-sided call's shape
   alignas(kLine) std::atomic<std::uint32_t> failed;  // 0, or 1 once failure[] is written
   std::int32_t failure_code;
   std::int32_t failure_about;
@@ -241,16 +241,15 @@ void Window::mark_failed(const Failure& f) {
   h->failed.store(1, std::memory_order_release);
 }
 
-void Window::doing(bool one_sided, std::uint64_t identity) {
+void Window::doing(bool one_sided, std::uint64_t identity, std::uint32_t shape) {
   Header* h = header(me_);
+  // A loop of one collective stores its shape once.
+  if (one_sided && identity != 0 && shape != doing_shape_) {
+    doing_shape_ = shape;
+    h->doing_shape.store(shape, std::memory_order_relaxed);
+  }
   // Release: a peer that reads this identity reads the shape stored before.
   (one_sided ? h->doing_one_sided : h->doing_messages).store(identity, std::memory_order_release);
-}
-
-void Window::doing_shape(std::uint32_t shape) {
-  if (shape == doing_shape_) return;  // a loop of one collective stores it once
-  doing_shape_ = shape;
-  header(me_)->doing_shape.store(shape, std::memory_order_relaxed);
 }
 
 std::uint32_t Window::peer_doing_shape(int peer) const {

@@ -157,13 +157,12 @@ class Window {
   // this call another way" (it passed other counts) from "it is slow": the
   // call's identity (executor.hpp, call_identity), 0 when idle; one slot
   // for the one-sided runner, one for message plans. Owner-written, on a
-  // line of its own.
-  void doing(bool one_sided, std::uint64_t identity);
+  // line of its own. A one-sided call also says its shape
+  // (CompiledPlan::shape), written before its identity: a waiting peer whose
+  // call has the same identity but another shape knows the rank passed
+  // other arguments. (`shape` is ignored for message plans and idle.)
+  void doing(bool one_sided, std::uint64_t identity, std::uint32_t shape = 0);
   std::uint64_t peer_doing(int peer, bool one_sided) const;
-  // The shape (CompiledPlan::shape) of the one-sided call the rank runs,
-  // written before its identity: a waiting peer whose call has the same
-  // identity but another shape knows the rank passed other arguments.
-  void doing_shape(std::uint32_t shape);
   std::uint32_t peer_doing_shape(int peer) const;
   // Calls this rank / a peer has completed on the window. Before a call
   // writes anything it alternates by parity (descriptors, Scratch), every
@@ -241,7 +240,7 @@ class Window {
   };
   std::vector<Retired> retired_;
   std::uint64_t last_single_ = ~std::uint64_t{0};  // last call on the one large region
-  std::uint32_t doing_shape_ = 0;                  // last stored by doing_shape()
+  std::uint32_t doing_shape_ = 0;                  // the shape doing() stored last
 };
 
 template <class Ready>

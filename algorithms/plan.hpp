@@ -190,10 +190,11 @@ constexpr std::int64_t fastbox_lines(std::int64_t bytes) {
 // plan, so the plan must be the same on every rank.
 bool fits_fastbox(const Plan& p);
 
-// Element counts of each buffer for `rank` under the buffer contract.
-std::int64_t input_count(const PlanArgs& a, int rank);
 // AllToAll splits are empty (even) or nranks rows of nranks non-negative counts.
 bool splits_well_formed(const PlanArgs& a);
+
+// Element counts of each buffer for `rank` under the buffer contract.
+std::int64_t input_count(const PlanArgs& a, int rank);
 // The same for a built plan: a reads_input plan's Input holds the count.
 std::int64_t input_count(const Plan& p, int rank);
 std::int64_t output_count(const PlanArgs& a, int rank);

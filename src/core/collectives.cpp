@@ -131,14 +131,17 @@ bool direct_device(Call& c, const OpOptions& o, std::initializer_list<Named> ten
   return false;
 }
 
-// dst = src on the call's device and stream: a direct device call's copies
-// before its plan (init_output, the root's or own block into Output).
+// dst = src on a device's stream.
+void copy_on_device(int device, void* stream, void* dst, const void* src, std::size_t bytes) {
+  cuda::DeviceGuard on(device);
+  cuda::copy(dst, src, bytes, stream);
+}
+
+// The same, on the call's device and stream, deferred: a direct device
+// call's copy before its plan (the root's or own block into Output).
 std::function<void()> device_copy(const Call& c, void* dst, const void* src, std::size_t bytes) {
   if (dst == src) return {};
-  return [dst, src, bytes, device = c.device, stream = c.stream] {
-    cuda::DeviceGuard on(device);
-    cuda::copy(dst, src, bytes, stream);
-  };
+  return [dst, src, bytes, device = c.device, stream = c.stream] { copy_on_device(device, stream, dst, src, bytes); };
 }
 
 detail::DeviceStaging& staging_of(Call& c) {
@@ -247,12 +250,8 @@ void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, E
   try {
     if (staging) staging->wait_inputs(at.deadline);
     if (const auto& in = c.init_output; in.bytes && in.dst != in.src) {
-      if (c.device >= 0) {
-        cuda::DeviceGuard on(c.device);
-        cuda::copy(in.dst, in.src, in.bytes, c.stream);
-      } else {
-        copy_bytes(in.dst, in.src, in.bytes);
-      }
+      if (c.device >= 0) copy_on_device(c.device, c.stream, in.dst, in.src, in.bytes);
+      else copy_bytes(in.dst, in.src, in.bytes);
     }
     if (c.before) c.before();
   } catch (...) {

@@ -115,11 +115,9 @@ struct Pending {
 };
 
 // A fast-box message's flag word: the call's ticket + 1 (40 bits: a stale
-// box holds an older one) and the message's size (a peer that passed other
-// counts is caught, not read).
-// Above the size, 11 bits of the call's shape (CompiledPlan::shape): a peer
-// that passed other arguments but sends a message of the expected size is
-// caught too.
+// box holds an older one), the message's size (13 bits: a peer that passed
+// other counts is caught, not read), and 11 bits of the call's shape
+// (CompiledPlan::shape: caught too when its message has the expected size).
 constexpr std::uint64_t kFlagTicketBits = 40;
 constexpr std::uint64_t kFlagSizeBits = 13;
 constexpr std::uint64_t flag_word(std::uint64_t ticket, std::size_t bytes, std::uint32_t shape) {

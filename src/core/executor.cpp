@@ -101,6 +101,15 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
           if (theirs && theirs->buf == plan::Buf::Input) c->peers_use_input = true;
           if (theirs && theirs->buf == plan::Buf::Output) c->peers_use_output = true;
         }
+    c->output_write_only = !c->peers_use_output;
+    for (const auto& s : steps) {
+      const bool reads_dst = s.kind == plan::StepKind::Reduce || s.kind == plan::StepKind::RecvReduce;
+      const bool reads_src = s.kind == plan::StepKind::Copy || s.kind == plan::StepKind::Reduce ||
+                             s.kind == plan::StepKind::Put || s.kind == plan::StepKind::Send;
+      if ((reads_src && s.src.buf == plan::Buf::Output) || (reads_dst && s.dst.buf == plan::Buf::Output) ||
+          (s.kind == plan::StepKind::GetReduce && s.acc.buf == plan::Buf::Output))
+        c->output_write_only = false;
+    }
   }
   c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
   if (c->fastbox) c->order = straight_order(*c->plan, rank);

@@ -37,6 +37,10 @@ struct CompiledPlan {
   // that per call).
   bool peers_use_input = false, peers_use_output = false;
   std::vector<std::uint32_t> waits_on;
+  // One-sided plans: nothing reads this rank's Output during the call, not
+  // its own steps and not its peers; each write of it is final, so a large
+  // one may bypass the cache (one_sided.cpp, streaming).
+  bool output_write_only = false;
   // A message plan run over the window's fast boxes (plan.hpp,
   // fits_fastbox) by the one-sided runner: per step, where its message
   // starts in the pair's box (lines; -1 for local steps).

@@ -40,6 +40,11 @@ namespace braid {
 namespace {
 
 constexpr std::size_t kBounceBytes = 128 * 1024;  // half a core's L2 here
+// Outputs of at least this many bytes per rank are written with streaming
+// stores where the plan allows (OneSidedRunner::stream). Below it the result
+// is better left in cache for the caller: 2 ranks, staged all_reduce, 4 MiB
+// out of place gained nothing from them (bench/RESULTS.md, section 9).
+constexpr std::size_t kStreamBytes = 8 * 1024 * 1024;
 constexpr int kSleepSliceMs = 10;                // between liveness checks
 constexpr auto kYieldSpin = std::chrono::microseconds(200);
 constexpr auto kPauseSpin = std::chrono::microseconds(3);
@@ -161,11 +166,20 @@ struct OneSidedRunner {
   // run in that order, each receive waited for alone, and the scheduler is
   // not used.
   const bool straight;
+  // Copies into Output bypass the cache (reduction::copy_streaming): the
+  // plan never reads Output back (CompiledPlan::output_write_only), the
+  // Output is large, and it is not the Input. In place, the plan has just
+  // read the very lines it writes, so they are in cache already and an
+  // ordinary store costs no read.
+  const bool stream;
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window, ThreadState& state)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
         parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
-        owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()) {
+        owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()),
+        stream(c.device < 0 && !c.plan->fastbox && c.plan->output_write_only &&
+               c.buffers.output != c.buffers.input &&
+               static_cast<std::size_t>(plan::output_count(c.plan->plan->args, c.plan->rank)) * elem >= kStreamBytes) {
     owed.clear();
     if (c.device >= 0) {
       // Device plans get no Scratch (the plan choice only offers them
@@ -424,7 +438,7 @@ struct OneSidedRunner {
     if (dev) return dev->get(ptr(s.dst), device_remote(s, s.src), s.src.count);
     shm::BufDesc d;
     const std::uint64_t addr = remote(s, s.src, &d);
-    if (const char* p = w.map(s.peer, d, addr, bytes)) std::memcpy(ptr(s.dst), p, bytes);
+    if (const char* p = w.map(s.peer, d, addr, bytes)) move(s.dst, p, bytes);
     else w.read_peer(s.peer, addr, ptr(s.dst), bytes);
   }
 
@@ -459,13 +473,21 @@ struct OneSidedRunner {
     else w.write_peer(s.peer, addr, ptr(s.src), bytes);
   }
 
+  // dst = src, streaming into Output when `stream` says so (then Output is
+  // not the Input, and no other buffer overlaps it); otherwise src may
+  // overlap dst (a Copy within one buffer, or Input to Output in place).
+  void move(const plan::Span& dst, const char* src, std::size_t bytes) {
+    if (stream && dst.buf == plan::Buf::Output) reduction::copy_streaming(ptr(dst), src, bytes);
+    else std::memmove(ptr(dst), src, bytes);
+  }
+
   void start(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
     switch (s.kind) {
       case plan::StepKind::Copy:
         if (dev) dev->copy(ptr(s.dst), ptr(s.src), s.src.count);
         else if (s.src.count && ptr(s.dst) != ptr(s.src))
-          std::memmove(ptr(s.dst), ptr(s.src), static_cast<std::size_t>(s.src.count) * elem);
+          move(s.dst, ptr(s.src), static_cast<std::size_t>(s.src.count) * elem);
         break;
       case plan::StepKind::Reduce:
         if (dev) dev->reduce(ptr(s.dst), ptr(s.src), s.src.count);

@@ -23,6 +23,7 @@
 // collective in braid/ops.hpp, and a namespace cannot share its name.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "braid/ops.hpp"
@@ -43,6 +44,10 @@ void reduce3(void* dst, const void* a, const void* b, std::int64_t count, DType 
 
 // data[i] /= divisor, Avg's final step. Floating dtypes only, divisor >= 1.
 void scale_avg(void* data, std::int64_t count, DType dt, int divisor);
+
+// memcpy(dst, src, bytes) with stores that bypass the cache (stream_copy.cpp):
+// for large final writes nothing reads back soon. dst and src must not overlap.
+void copy_streaming(void* dst, const void* src, std::size_t bytes);
 
 // --- code path selection (exposed for tests, benchmarks and logs) -------------
 

@@ -41,6 +41,8 @@ std::vector<Algorithm> build_list() {
       // Chosen where twoshot was, on host memory too, since its blocks go out
       // in cache-hot chunks there (push.cpp); the device runner names it.
       {"push", Collective::AllReduce, push_allreduce, one_host_only},
+      // push relayed through the ranks' shared Scratch: host memory only.
+      {"staged", Collective::AllReduce, staged_allreduce, staged_supports},
       {"oneshot", Collective::ReduceScatter, oneshot_reducescatter, one_host_only},
       {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_host_only},
       {"oneshot", Collective::AllGather, oneshot_allgather, one_host_only},

@@ -421,6 +421,36 @@ TEST_CASE("a shareable buffer freed and allocated again at the same address is r
   REQUIRE(all_ok(res));
 }
 
+// staged all_reduce with an Output large enough for streaming stores
+// (one_sided.cpp, kStreamBytes: 8 MiB), at an Output that is not 64-byte
+// aligned, so the copies' ordinary head and tail run too; then in place,
+// where the stores stay ordinary; then below the threshold.
+TEST_CASE("staged all_reduce is right with streaming stores, misaligned, and in place", "[one_sided]") {
+  for (int n : {2, 3}) {
+    auto res = run_ranks(n, [](int rank, int world) {
+      init_env("shm");  // one-sided plans need shared memory, whatever backend the suite runs
+      const braid::OpOptions staged{.algorithm = "staged"};
+      int iter = 0;
+      for (std::int64_t c : {std::int64_t{(9 << 20) / 4 + 13}, std::int64_t{(1 << 20) / 4 + 5}}) {
+        std::vector<float> in(static_cast<std::size_t>(c)), outbuf(static_cast<std::size_t>(c) + 32, -1.0f);
+        for (int rep = 0; rep < 2; ++rep, ++iter) {
+          for (std::int64_t i = 0; i < c; ++i) in[static_cast<std::size_t>(i)] = value(rank, i, iter);
+          float* outp = outbuf.data() + 3;  // 12 bytes past whatever alignment the vector has
+          braid::all_reduce(braid::tensor(in.data(), c), braid::tensor(outp, c), braid::ReduceOp::Sum, staged);
+          check_sum(outp, c, world, iter);
+          RANK_CHECK(outbuf[2] == -1.0f);
+          RANK_CHECK(outbuf[static_cast<std::size_t>(c) + 3] == -1.0f);
+          braid::all_reduce(braid::tensor(in.data(), c), braid::ReduceOp::Sum, staged);
+          check_sum(in.data(), c, world, iter);
+        }
+      }
+      braid::destroy_process_group();
+    });
+    INFO(describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
 TEST_CASE("mem_alloc and mem_free reject bad input", "[one_sided]") {
   REQUIRE_THROWS_WITH(braid::mem_alloc(0), Catch::Contains("0 bytes"));
   int x = 0;

@@ -1,0 +1,152 @@
+// "staged" all-reduce for one host: the push schedule (rank r reduces block
+// r and delivers it to every rank) with every byte that crosses between
+// ranks relayed through the ranks' shared Scratch in chunks, instead of
+// read or written in the peers' own buffers.
+//
+// Why: a user buffer that did not come from braid::mem_alloc cannot be
+// mapped by a peer, so push reaches it with process_vm_readv/writev: a
+// system call and page pinning per chunk, and a kernel copy whose stores
+// read each destination line before writing it. Here a peer's buffer is
+// never touched. Each rank copies the chunks its peers reduce into its own
+// Scratch (reading its Input once, the copy staying in cache), the owner
+// reduces them from there, stages the result in its Scratch, and every rank
+// copies the result out into its own Output. Scratch is shared memory, so
+// every step is a plain load or store, and a chunk crosses between cores
+// through the shared cache, not through DRAM. Each Output byte is written
+// by exactly one step that nothing in the plan reads back, so the runtime
+// may write it with streaming stores (CompiledPlan::output_write_only):
+// DRAM then sees each Input byte read once and each Output byte written
+// once, the floor of an all-reduce. (A bare 2-process prototype of this
+// schedule, 16 MiB out of place: 1.2-1.5 ms, against 2.3-3.5 ms for push's
+// through process_vm_readv/writev.)
+//
+// Rank r's Scratch holds one slot of a chunk per rank: slot q (q != r) is
+// where r stages its chunk of q's block, slot r where r puts its reduced
+// chunk. One slot each is enough because the ranks move in lockstep, chunk
+// j of every block at a time; per chunk, each rank:
+//   a. copies its chunk j of every peer's block into that peer's slot and
+//      signals "staged" (which also says: I have read your slot's chunk
+//      j-1, step d);
+//   b. waits for every peer's "staged";
+//   c. reduces its own chunk j with every peer's staged copy (GetReduce from
+//      their Scratch) into slot r, copies slot r to its Output, signals
+//      "reduced" (done reading your slot; mine holds the result);
+//   d. waits for every peer's "reduced", copies the peer's slot into its
+//      Output.
+// The signals from r to q run staged(0), reduced(0), staged(1), ... and q
+// waits for them in that order (plan.hpp: signals are counted). Nothing
+// says "done" after the last chunk: a peer's Scratch is reused two calls
+// later, and only once every rank has completed the call in between.
+//
+// Order of the reduction: the own chunk first, then the peers' in rank
+// order, as push does (push.cpp says why that is right in place). Block r is
+// reduced by rank r only, so every rank gets the same bits.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "builder.hpp"
+#include "generators.hpp"
+
+namespace braid::plan {
+
+namespace {
+// Chunks of about 1 MiB / n (at most kMaxChunkBytes, at least
+// kMinChunkBytes): a rank has n of them in flight, which stays in its L2.
+// 2 ranks, 16 MiB, the prototype: 128, 256 and 512 KiB chunks within 5%.
+constexpr std::int64_t kChunkBudgetBytes = 1024 * 1024;
+constexpr std::int64_t kMaxChunkBytes = 256 * 1024;
+constexpr std::int64_t kMinChunkBytes = 32 * 1024;
+// Plans stay small for the cost model and the verifier: about 32768 steps in
+// all at most (a chunk costs a rank about 8 steps per peer). 2 ranks keep
+// 256 KiB chunks up to 1 GiB; 64 ranks have one chunk per block.
+constexpr std::int64_t kMaxPlanSteps = 32768;
+
+std::int64_t chunks_for(std::int64_t count, std::size_t elem, int n) {
+  const std::int64_t bytes = count * static_cast<std::int64_t>(elem);
+  const std::int64_t target = std::clamp<std::int64_t>(kChunkBudgetBytes / n, kMinChunkBytes, kMaxChunkBytes);
+  const std::int64_t most = std::max<std::int64_t>(1, kMaxPlanSteps / (8 * std::int64_t{n} * (n - 1)));
+  return std::clamp<std::int64_t>((bytes + target - 1) / target, 1, most);
+}
+}  // namespace
+
+bool staged_supports(const PlanArgs& args) {
+  // Device plans get no Scratch (one_sided.cpp).
+  return one_host_only(args) && args.topology.device_of.empty();
+}
+
+Plan staged_allreduce(const PlanArgs& args) {
+  PlanBuilder b(args, "staged");
+  if (reads_input_trivial(b)) return b.finish();
+  const int n = args.nranks;
+  const auto u = [](int q) { return static_cast<std::size_t>(q); };
+  std::vector<Block> blocks(u(n));
+  for (int q = 0; q < n; ++q) blocks[u(q)] = block(args.count, n, q);
+  // Block 0 is the largest: every block is cut into K chunks alike, so chunk
+  // j of every block moves in round j.
+  const std::int64_t K = chunks_for(blocks[0].count, args.elem_size, n);
+  const std::int64_t slot = block(blocks[0].count, K, 0).count;
+  const auto chunk = [&](int q, std::int64_t j) {
+    const Block part = block(blocks[u(q)].count, K, j);
+    return Block{blocks[u(q)].offset + part.offset, part.count};
+  };
+  const auto slot_of = [&](int q, std::int64_t count) { return scratch(q * slot, count); };
+
+  for (int r = 0; r < n; ++r) {
+    b.need_scratch(r, n * slot);
+    // The last signal to and wait on each peer: each pair's are chained.
+    std::vector<int> last_signal(u(n), -1), last_wait(u(n), -1);
+    // Per peer, from the previous chunk: this rank's copy into slot q, the
+    // wait for q's "reduced" (q has read slot q), and the Get of q's slot.
+    std::vector<int> staged_prev(u(n), -1), reduced_prev(u(n), -1), took_prev(u(n), -1);
+    int copied_out_prev = -1;  // slot r copied to Output, previous chunk
+    const auto signal = [&](int q, Deps deps) {
+      deps.push_back(last_signal[u(q)]);
+      return last_signal[u(q)] = b.signal(r, q, std::move(deps));
+    };
+    const auto wait = [&](int q) { return last_wait[u(q)] = b.wait(r, q, {last_wait[u(q)]}); };
+
+    for (std::int64_t j = 0; j < K; ++j) {
+      // a. Stage chunk j of every peer's block.
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        const Block c = chunk(q, j);
+        if (c.count > 0)
+          staged_prev[u(q)] =
+              b.copy(r, in(c.offset, c.count), slot_of(q, c.count), {reduced_prev[u(q)], staged_prev[u(q)]});
+        signal(q, {staged_prev[u(q)], took_prev[u(q)]});
+      }
+      // b. Every peer's staged chunk j (and so its Get of slot r, chunk j-1).
+      std::vector<int> arrived(u(n), -1);
+      for (int q = 0; q < n; ++q)
+        if (q != r) arrived[u(q)] = wait(q);
+      // c. Reduce chunk j of block r into slot r, copy it out.
+      const Block mine = chunk(r, j);
+      int reduced = -1;
+      for (int q = 0; q < n && mine.count > 0; ++q) {
+        if (q == r) continue;
+        Deps deps = arrived;
+        deps.push_back(copied_out_prev);
+        deps.push_back(reduced);
+        const Span acc = reduced < 0 ? in(mine.offset, mine.count) : slot_of(r, mine.count);
+        reduced = b.get_reduce(r, q, slot_of(r, mine.count), acc, slot_of(r, mine.count), std::move(deps));
+      }
+      if (mine.count > 0) copied_out_prev = b.copy(r, slot_of(r, mine.count), out(mine.offset, mine.count), {reduced});
+      for (int q = 0; q < n; ++q)
+        if (q != r) signal(q, {reduced, arrived[u(q)]});
+      // d. Every peer's reduced chunk j, into the Output.
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        reduced_prev[u(q)] = wait(q);
+        const Block c = chunk(q, j);
+        // In place, Output[c] is the Input that step a staged: after it.
+        if (c.count > 0)
+          took_prev[u(q)] =
+              b.get(r, q, slot_of(q, c.count), out(c.offset, c.count), {reduced_prev[u(q)], staged_prev[u(q)]});
+      }
+    }
+  }
+  return b.finish();
+}
+
+}  // namespace braid::plan

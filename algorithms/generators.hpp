@@ -44,6 +44,7 @@ Plan oneshot_reduce(const PlanArgs& args);
 Plan twoshot_allreduce(const PlanArgs& args);
 Plan push_allreduce(const PlanArgs& args);
 Plan staged_allreduce(const PlanArgs& args);
+Plan staged_allgather(const PlanArgs& args);
 bool staged_supports(const PlanArgs& args);
 Plan peer_read_reducescatter(const PlanArgs& args);
 Plan peer_read_allgather(const PlanArgs& args);

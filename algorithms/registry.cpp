@@ -47,6 +47,7 @@ std::vector<Algorithm> build_list() {
       {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_host_only},
       {"oneshot", Collective::AllGather, oneshot_allgather, one_host_only},
       {"peer_read", Collective::AllGather, peer_read_allgather, one_host_only},
+      {"staged", Collective::AllGather, staged_allgather, staged_supports},
       {"oneshot", Collective::Broadcast, oneshot_broadcast, one_host_only},
       {"peer_read", Collective::Broadcast, peer_read_broadcast, one_host_only},
       {"oneshot", Collective::Reduce, oneshot_reduce, one_host_only},

@@ -41,6 +41,15 @@
 // Order of the reduction: the own chunk first, then the peers' in rank
 // order, as push does (push.cpp says why that is right in place). Block r is
 // reduced by rank r only, so every rank gets the same bits.
+//
+// All-gather, the same way: each rank stages chunk j of its Input in its
+// Scratch (one slot), and every peer copies it from there into its Output
+// (reading nothing back, so large Outputs are written with streaming
+// stores). Per chunk, rank r signals each peer "staged" after its copy and
+// "took" after its Get of that peer's slot (not after the last chunk: the
+// Scratch is reused only two calls later); it refills its slot once every
+// peer has taken the previous chunk. The rank's own block is in its Output
+// before the plan starts (the buffer contract), so the plan never reads it.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -144,6 +153,46 @@ Plan staged_allreduce(const PlanArgs& args) {
           took_prev[u(q)] =
               b.get(r, q, slot_of(q, c.count), out(c.offset, c.count), {reduced_prev[u(q)], staged_prev[u(q)]});
       }
+    }
+  }
+  return b.finish();
+}
+
+Plan staged_allgather(const PlanArgs& args) {
+  PlanBuilder b(args, "staged");
+  const int n = args.nranks;
+  const std::int64_t c = args.count;
+  if (n == 1 || c == 0) return b.finish();
+  const auto u = [](int q) { return static_cast<std::size_t>(q); };
+  const std::int64_t K = chunks_for(c, args.elem_size, n);
+  const std::int64_t slot = block(c, K, 0).count;
+  for (int r = 0; r < n; ++r) {
+    b.need_scratch(r, slot);
+    std::vector<int> last_signal(u(n), -1), last_wait(u(n), -1);
+    const auto signal = [&](int q, Deps deps) {
+      deps.push_back(last_signal[u(q)]);
+      return last_signal[u(q)] = b.signal(r, q, std::move(deps));
+    };
+    const auto wait = [&](int q) { return last_wait[u(q)] = b.wait(r, q, {last_wait[u(q)]}); };
+    std::vector<int> taken(u(n), -1);  // each peer's "took" of the previous chunk
+    int staged = -1;
+    for (std::int64_t j = 0; j < K; ++j) {
+      const Block part = block(c, K, j);
+      // Refill the slot once every peer has taken the previous chunk.
+      Deps free = taken;
+      free.push_back(staged);
+      staged = b.copy(r, in(part.offset, part.count), scratch(0, part.count), std::move(free));
+      for (int q = 0; q < n; ++q)
+        if (q != r) signal(q, {staged});
+      for (int q = 0; q < n; ++q) {
+        if (q == r) continue;
+        const int arrived = wait(q);
+        const int took = b.get(r, q, scratch(0, part.count), out(q * c + part.offset, part.count), {arrived});
+        if (j + 1 < K) signal(q, {took});
+      }
+      if (j + 1 < K)
+        for (int q = 0; q < n; ++q)
+          if (q != r) taken[u(q)] = wait(q);
     }
   }
   return b.finish();

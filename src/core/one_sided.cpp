@@ -166,20 +166,25 @@ struct OneSidedRunner {
   // run in that order, each receive waited for alone, and the scheduler is
   // not used.
   const bool straight;
-  // Copies into Output bypass the cache (reduction::copy_streaming): the
-  // plan never reads Output back (CompiledPlan::output_write_only), the
-  // Output is large, and it is not the Input. In place, the plan has just
-  // read the very lines it writes, so they are in cache already and an
-  // ordinary store costs no read.
+  // Copies into Output may bypass the cache (reduction::copy_streaming):
+  // the plan never reads Output back (CompiledPlan::output_write_only) and
+  // the Output is large. Each copy does unless it writes into the Input
+  // (in place): the plan has read those very lines, so they are in cache
+  // already and an ordinary store costs no read.
   const bool stream;
+  const char* input_begin = nullptr;
+  const char* input_end = nullptr;
 
   OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window, ThreadState& state)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
         parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
         owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()),
         stream(c.device < 0 && !c.plan->fastbox && c.plan->output_write_only &&
-               c.buffers.output != c.buffers.input &&
                static_cast<std::size_t>(plan::output_count(c.plan->plan->args, c.plan->rank)) * elem >= kStreamBytes) {
+    if (stream && c.buffers.input) {
+      input_begin = static_cast<const char*>(c.buffers.input);
+      input_end = input_begin + static_cast<std::size_t>(plan::input_count(*c.plan->plan, c.plan->rank)) * elem;
+    }
     owed.clear();
     if (c.device >= 0) {
       // Device plans get no Scratch (the plan choice only offers them
@@ -473,12 +478,15 @@ struct OneSidedRunner {
     else w.write_peer(s.peer, addr, ptr(s.src), bytes);
   }
 
-  // dst = src, streaming into Output when `stream` says so (then Output is
-  // not the Input, and no other buffer overlaps it); otherwise src may
-  // overlap dst (a Copy within one buffer, or Input to Output in place).
+  // dst = src, streaming into Output when `stream` says so and dst is not
+  // in the Input (then it overlaps nothing the plan reads); otherwise src
+  // may overlap dst (a Copy within one buffer, or Input to Output in place).
   void move(const plan::Span& dst, const char* src, std::size_t bytes) {
-    if (stream && dst.buf == plan::Buf::Output) reduction::copy_streaming(ptr(dst), src, bytes);
-    else std::memmove(ptr(dst), src, bytes);
+    char* d = ptr(dst);
+    if (stream && dst.buf == plan::Buf::Output && (d + bytes <= input_begin || d >= input_end))
+      reduction::copy_streaming(d, src, bytes);
+    else
+      std::memmove(d, src, bytes);
   }
 
   void start(std::int32_t i) {

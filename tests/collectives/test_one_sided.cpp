@@ -421,28 +421,51 @@ TEST_CASE("a shareable buffer freed and allocated again at the same address is r
   REQUIRE(all_ok(res));
 }
 
-// staged all_reduce with an Output large enough for streaming stores
-// (one_sided.cpp, kStreamBytes: 8 MiB), at an Output that is not 64-byte
-// aligned, so the copies' ordinary head and tail run too; then in place,
-// where the stores stay ordinary; then below the threshold.
-TEST_CASE("staged all_reduce is right with streaming stores, misaligned, and in place", "[one_sided]") {
+// staged all_reduce and all_gather with an Output large enough for
+// streaming stores (one_sided.cpp, kStreamBytes: 8 MiB), at an Output that
+// is not 64-byte aligned, so the copies' ordinary head and tail run too;
+// then in place (all_reduce: ordinary stores, the lines were just read;
+// all_gather: streaming around the own block); then below the threshold.
+TEST_CASE("staged plans are right with streaming stores, misaligned, and in place", "[one_sided]") {
   for (int n : {2, 3}) {
     auto res = run_ranks(n, [](int rank, int world) {
       init_env("shm");  // one-sided plans need shared memory, whatever backend the suite runs
       const braid::OpOptions staged{.algorithm = "staged"};
+      const auto w = static_cast<std::size_t>(world);
       int iter = 0;
       for (std::int64_t c : {std::int64_t{(9 << 20) / 4 + 13}, std::int64_t{(1 << 20) / 4 + 5}}) {
-        std::vector<float> in(static_cast<std::size_t>(c)), outbuf(static_cast<std::size_t>(c) + 32, -1.0f);
+        const auto uc = static_cast<std::size_t>(c);
+        std::vector<float> in(uc), outbuf(uc + 32, -1.0f);
         for (int rep = 0; rep < 2; ++rep, ++iter) {
-          for (std::int64_t i = 0; i < c; ++i) in[static_cast<std::size_t>(i)] = value(rank, i, iter);
+          for (std::size_t i = 0; i < uc; ++i) in[i] = value(rank, static_cast<std::int64_t>(i), iter);
           float* outp = outbuf.data() + 3;  // 12 bytes past whatever alignment the vector has
           braid::all_reduce(braid::tensor(in.data(), c), braid::tensor(outp, c), braid::ReduceOp::Sum, staged);
           check_sum(outp, c, world, iter);
           RANK_CHECK(outbuf[2] == -1.0f);
-          RANK_CHECK(outbuf[static_cast<std::size_t>(c) + 3] == -1.0f);
+          RANK_CHECK(outbuf[uc + 3] == -1.0f);
           braid::all_reduce(braid::tensor(in.data(), c), braid::ReduceOp::Sum, staged);
           check_sum(in.data(), c, world, iter);
         }
+        // all_gather of c / world floats per rank: the same Output size.
+        const std::int64_t per = c / world;
+        const auto up = static_cast<std::size_t>(per);
+        std::vector<float> gathered(w * up + 32, -1.0f), mine(up);
+        for (std::size_t i = 0; i < up; ++i) mine[i] = value(rank, static_cast<std::int64_t>(i), iter);
+        float* g = gathered.data() + 3;
+        braid::all_gather_into_tensor(braid::tensor(g, per * world), braid::tensor(mine.data(), per), staged);
+        for (int q = 0; q < world; ++q)
+          for (std::size_t i = 0; i < up; ++i)
+            RANK_CHECK_MSG(g[static_cast<std::size_t>(q) * up + i] == value(q, static_cast<std::int64_t>(i), iter),
+                           "all_gather: rank " << q << "'s element " << i);
+        RANK_CHECK(gathered[2] == -1.0f && gathered[w * up + 3] == -1.0f);
+        std::fill(gathered.begin(), gathered.end(), -1.0f);
+        std::copy(mine.begin(), mine.end(), g + static_cast<std::size_t>(rank) * up);  // in place
+        braid::all_gather_into_tensor(braid::tensor(g, per * world),
+                                      braid::tensor(g + static_cast<std::size_t>(rank) * up, per), staged);
+        for (int q = 0; q < world; ++q)
+          for (std::size_t i = 0; i < up; ++i)
+            RANK_CHECK_MSG(g[static_cast<std::size_t>(q) * up + i] == value(q, static_cast<std::int64_t>(i), iter),
+                           "all_gather in place: rank " << q << "'s element " << i);
       }
       braid::destroy_process_group();
     });

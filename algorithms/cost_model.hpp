@@ -48,9 +48,10 @@ struct CostParams {
   double peer_read_s_per_byte = 0.0;
   // A Get/GetReduce of a peer's Scratch reads what that peer has just
   // written: while all ranks' shares fit in cache (8 MiB in all) it costs a
-  // fraction of a cold copy (2 ranks: oneshot beat every other plan up to
-  // 4 MiB, bench/RESULTS.md section 9). A Put into a peer's Scratch is
-  // priced by the same rule.
+  // fraction of a cold copy (fitted when oneshot beat every other plan up
+  // to 4 MiB at 2 ranks, bench/RESULTS.md section 9; staged's chunks always
+  // fit, and it measured faster still from 16 KiB). A Put into a peer's
+  // Scratch is priced by the same rule.
   double hot_read_factor = 1.0;
   // Per-message latency of a message plan that fits the fast boxes
   // (plan.hpp, fits_fastbox): a flag-stamped cache line written into the

@@ -14,6 +14,10 @@
 // blocks would be read back from memory once more, and push would move what
 // twoshot moves. (A bare 2-process prototype, bench/probes/cma_allreduce,
 // 16 MiB: 2.32-2.45 ms chunked against 2.57-2.58 for twoshot's schedule.)
+// On host memory "staged" (staged.cpp) now does better still: the same
+// schedule with every byte relayed through shared Scratch instead of
+// process_vm_readv/writev, so the cost model picks it there; push is for
+// device memory, and for mem_alloc buffers when named.
 //
 // Ranks sharing a GPU (Topology::device_of) split nothing between them: the
 // lowest rank on each GPU reduces that GPU's share of the blocks for all of

@@ -38,10 +38,10 @@ std::vector<Algorithm> build_list() {
       // one host only (one-sided steps over shared memory):
       {"oneshot", Collective::AllReduce, oneshot_allreduce, one_host_only},
       {"twoshot", Collective::AllReduce, twoshot_allreduce, one_host_only},
-      // Chosen where twoshot was, on host memory too, since its blocks go out
-      // in cache-hot chunks there (push.cpp); the device runner names it.
+      // The device runner names push. On host memory the cost model prefers
+      // staged, push relayed through the ranks' shared Scratch, which reads
+      // no peer's buffer (the model assumes process_vm_readv for those).
       {"push", Collective::AllReduce, push_allreduce, one_host_only},
-      // push relayed through the ranks' shared Scratch: host memory only.
       {"staged", Collective::AllReduce, staged_allreduce, staged_supports},
       {"oneshot", Collective::ReduceScatter, oneshot_reducescatter, one_host_only},
       {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_host_only},

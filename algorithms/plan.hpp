@@ -157,11 +157,15 @@ struct Plan {
   std::string algorithm;
   PlanArgs args;
   std::vector<RankPlan> ranks;  // one per group rank
-  // AllReduce and Reduce only. false (the contract above): Output holds the
+  // AllReduce and Reduce: false (the contract above): Output holds the
   // rank's contribution at start. true: Input[count] holds it (read-only)
   // and Output starts unwritten, sparing the copy of a large input; for an
   // in-place call Input and Output are the same memory, so the plan must be
   // correct both ways (the verifier checks both).
+  // AllGather: true: the rank's own block of Output starts unwritten too,
+  // and the plan fills it. In place Input is that block, so the verifier
+  // requires every write into it to be the rank's own Copy from Input at
+  // the same place (the identity there, which the runtime skips).
   bool reads_input = false;
   // Uses one-sided steps (set by the builder; the executor runs such plans
   // on the one-host runtime, not on messages).

@@ -48,8 +48,11 @@
 // stores). Per chunk, rank r signals each peer "staged" after its copy and
 // "took" after its Get of that peer's slot (not after the last chunk: the
 // Scratch is reused only two calls later); it refills its slot once every
-// peer has taken the previous chunk. The rank's own block is in its Output
-// before the plan starts (the buffer contract), so the plan never reads it.
+// peer has taken the previous chunk. The plan also copies the chunk into
+// the rank's own block of Output, right after staging it, while it is in
+// cache (reads_input: the runtime does not copy the whole Input there first,
+// which would read it from memory twice); in place that copy is the
+// identity, and the runtime skips it.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -160,9 +163,14 @@ Plan staged_allreduce(const PlanArgs& args) {
 
 Plan staged_allgather(const PlanArgs& args) {
   PlanBuilder b(args, "staged");
+  b.reads_input();
   const int n = args.nranks;
   const std::int64_t c = args.count;
-  if (n == 1 || c == 0) return b.finish();
+  if (c == 0) return b.finish();
+  if (n == 1) {
+    b.copy(0, in(0, c), out(0, c));
+    return b.finish();
+  }
   const auto u = [](int q) { return static_cast<std::size_t>(q); };
   const std::int64_t K = chunks_for(c, args.elem_size, n);
   const std::int64_t slot = block(c, K, 0).count;
@@ -184,6 +192,7 @@ Plan staged_allgather(const PlanArgs& args) {
       staged = b.copy(r, in(part.offset, part.count), scratch(0, part.count), std::move(free));
       for (int q = 0; q < n; ++q)
         if (q != r) signal(q, {staged});
+      b.copy(r, in(part.offset, part.count), out(r * c + part.offset, part.count), {staged});
       for (int q = 0; q < n; ++q) {
         if (q == r) continue;
         const int arrived = wait(q);

@@ -53,8 +53,8 @@ struct Call {
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce: the caller's input, and the copy of it into Output the
-  // buffer contract wants; a plan that reads Input (Plan::reads_input)
-  // gets the input instead and the copy is skipped. A plain record, not a
+  // buffer contract wants (AllGather: into its own block); a plan that reads
+  // Input (Plan::reads_input) gets the input instead and the copy is skipped. A plain record, not a
   // closure: the small-message path allocates nothing for it.
   const void* contribution = nullptr;
   struct CopyIn {
@@ -345,7 +345,7 @@ Work run(Call&& c, const OpOptions& o) {
     fail(ErrorCode::Internal, "{}: algorithm {} is not a one-sided plan without Scratch, as device memory needs",
          c.what, compiled->plan->algorithm);
   if (compiled->plan->reads_input) {
-    c.buffers.input = c.contribution;
+    if (c.coll != Collective::AllGather) c.buffers.input = c.contribution;  // all-gather's Input is it already
     c.init_output = {};
   }
   // Message plans take a sequence number, plans the one-sided runner runs a
@@ -514,8 +514,9 @@ Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, c
   c.buffers.input = input.data;
   c.buffers.output = output.data;
   char* mine = static_cast<char*>(output.data) + static_cast<std::size_t>(c.group->my_rank) * input.nbytes();
-  c.before = direct ? device_copy(c, mine, input.data, input.nbytes())
-                    : [=] { copy_bytes(mine, input.data, input.nbytes()); };
+  // The own block, unless the plan copies it (Plan::reads_input).
+  if (direct) c.before = device_copy(c, mine, input.data, input.nbytes());
+  else c.init_output = {mine, input.data, input.nbytes()};
   return run(std::move(c), o);
 }
 
@@ -532,7 +533,7 @@ Work all_gather(const std::vector<Tensor>& outputs_arg, const Tensor& input_arg,
   c.buffers.output = out.base;
   const std::size_t bytes = input.nbytes();
   char* mine = out.base + static_cast<std::size_t>(c.group->my_rank) * bytes;
-  c.before = [=] { copy_bytes(mine, input.data, bytes); };
+  c.init_output = {mine, input.data, bytes};  // unless the plan copies it (Plan::reads_input)
   if (out.staged) c.after = [=, outputs = outputs] { scatter_out(outputs, out.base, bytes); };
   return run(std::move(c), o);
 }

@@ -377,9 +377,21 @@ TEST_CASE("one-sided: structural mistakes", "[one_sided][negative]") {
     CHECK_THAT(rejection(b.finish()), Catch::Contains("reads rank 1's in[0..4) with no signal from rank 1 before it"));
   }
   SECTION("reads_input on a collective without it") {
-    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
     b.reads_input();
     CHECK_THAT(rejection(b.finish()), Catch::Contains("reads_input"));
+  }
+  SECTION("a reads_input all-gather filling its own block other than straight from Input") {
+    // Right out of place; in place the own block is the Input, and a copy
+    // through Scratch would be a second writer of it.
+    PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
+    b.reads_input();
+    for (int r = 0; r < 2; ++r) {
+      b.need_scratch(r, 4);
+      const int staged = b.copy(r, in(0, 4), scratch(0, 4));
+      b.copy(r, scratch(0, 4), out(r * 4, 4), {staged});
+    }
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("own block of Output, which is its Input in place"));
   }
 }
 

@@ -19,6 +19,8 @@ namespace {
 
 // See the Put rule in Simulator::run.
 constexpr double kHotPutBytes = 1024.0 * 1024;
+// A round of signals when the ranks share CPUs (sharing_cpus).
+constexpr double kSharedCpuRound = 5e-6;
 
 struct Loc {
   int rank = -1;
@@ -254,7 +256,19 @@ std::string collective_names_text() {
 
 }  // namespace
 
-double predict_seconds(const Plan& plan, const CostParams& params) { return Simulator(plan, params).run(); }
+CostParams sharing_cpus(const CostParams& p) {
+  CostParams q = p;
+  q.signal_s = std::max(q.signal_s, kSharedCpuRound);
+  q.alpha_s = std::max(q.alpha_s, kSharedCpuRound);
+  if (q.fastbox_alpha_s > 0) q.fastbox_alpha_s = std::max(q.fastbox_alpha_s, kSharedCpuRound);
+  return q;
+}
+
+double predict_seconds(const Plan& plan, const CostParams& params) {
+  if (plan.args.topology.one_host && plan.args.topology.shared_cpus)
+    return Simulator(plan, sharing_cpus(params)).run();
+  return Simulator(plan, params).run();
+}
 
 const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,
                         const std::string& forced_name) {

@@ -87,6 +87,13 @@ inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-
 inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9,  0.105e-9, 0.091e-9, 0.15e-6,
                                           5e-6,   0.15e-9, 0.25,     0.1e-6,   0.05e-9};
 
+// The same on one host whose ranks share CPUs (Topology::shared_cpus): a
+// signal or a message is seen once its waiter runs again, a few
+// microseconds (5 us a round: signal_s, alpha_s and fastbox_alpha_s). Fitted at 4 and 8 ranks on 2 CPUs (bench/RESULTS.md section
+// 9): all_reduce oneshot (one signal round) beat staged (three per chunk)
+// at 4 and 16 KiB, staged won from 64 KiB.
+CostParams sharing_cpus(const CostParams& p);
+
 // Latest finish time of any step, in seconds; +infinity if the plan
 // deadlocks (verify() says why).
 double predict_seconds(const Plan& plan, const CostParams& params);

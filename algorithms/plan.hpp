@@ -138,6 +138,11 @@ struct Topology {
   // Ranks sharing a GPU gain nothing from splitting device work between
   // them (the GPU time-slices between processes, and each switch costs).
   std::vector<int> device_of;
+  // One host whose ranks outnumber its CPUs (src/core/cpu_sets.hpp): a
+  // rank that waits for a peer mostly waits for that peer to be scheduled,
+  // so every round of signals or messages costs a context switch. Every
+  // rank of a one-host group computes it from the same CPU lists.
+  bool shared_cpus = false;
 };
 
 struct PlanArgs {

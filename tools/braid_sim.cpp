@@ -33,10 +33,11 @@ using braid::plan::Collective;
 
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
-    "                 [--backend tcp|shm] [--one-host] [--root R] [--algo NAME] [--verify]\n"
+    "                 [--backend tcp|shm] [--one-host] [--shared-cpus] [--root R] [--algo NAME] [--verify]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
-    "                 [--backend tcp|shm] [--one-host]\n"
+    "                 [--backend tcp|shm] [--one-host] [--shared-cpus]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
+    "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n";
 
@@ -61,6 +62,7 @@ struct Options {
   std::string algo;
   bool plan = false, verify = false;
   bool one_host = false;  // PlanArgs::topology.one_host
+  bool shared_cpus = false;  // PlanArgs::topology.shared_cpus
   std::optional<std::int64_t> count;
 };
 
@@ -132,6 +134,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--count") o.count = parse_int(flag, value());
     else if (flag == "--plan") o.plan = true;
     else if (flag == "--one-host") o.one_host = true;
+    else if (flag == "--shared-cpus") o.shared_cpus = true;
     else if (flag == "--verify") o.verify = true;
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
@@ -153,6 +156,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.elem_size = o.elem_size;
   a.root = o.root;
   a.topology.one_host = o.one_host;
+  a.topology.shared_cpus = o.shared_cpus;
   return a;
 }
 

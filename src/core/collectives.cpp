@@ -327,6 +327,7 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   args.root = c.root;
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
+  args.topology.shared_cpus = g.shared_memory && context().engine->oversubscribed();
   if (c.device >= 0)
     args.topology.device_of = device_topology(*context().engine, *c.group, c.device, Deadline::after(timeout), c.what);
   auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);

@@ -753,6 +753,29 @@ TEST_CASE("cost model: push is twoshot less one signal round, and on host memory
     }
 }
 
+TEST_CASE("choose on one host whose ranks share CPUs: fewer signal rounds until the data is large", "[one_sided][cost]") {
+  // 8 ranks on 2 CPUs, measured: oneshot (one round of signals) 14 and 22
+  // us at 4 and 16 KiB, staged (three per chunk) 21-29 and 27-31; staged
+  // from 64 KiB (37-46 against 60).
+  for (std::int64_t bytes : {std::int64_t{4096}, std::int64_t{16384}}) {
+    PlanArgs a = host_args(Collective::AllReduce, 8, bytes / 4);
+    CHECK(std::string(choose(Collective::AllReduce, a, kSharedMemory)->name) == "staged");
+    a.topology.shared_cpus = true;
+    CHECK(std::string(choose(Collective::AllReduce, a, kSharedMemory)->name) == "oneshot");
+  }
+  PlanArgs big = host_args(Collective::AllReduce, 8, 65536 / 4);
+  big.topology.shared_cpus = true;
+  CHECK(std::string(choose(Collective::AllReduce, big, kSharedMemory)->name) == "staged");
+  // Not one host: the flag means nothing.
+  PlanArgs remote = host_args(Collective::AllReduce, 8, 16384 / 4);
+  remote.topology.one_host = false;
+  const Plan ring = find_algorithm(Collective::AllReduce, "ring")->build(remote);
+  const double plain = predict_seconds(ring, kSharedMemory);
+  Plan flagged = ring;
+  flagged.args.topology.shared_cpus = true;
+  CHECK(predict_seconds(flagged, kSharedMemory) == plain);
+}
+
 TEST_CASE("choose on one host: fast-box messages for the smallest, staged for large data, oneshot not on many ranks",
           "[one_sided][cost]") {
   const auto small = host_args(Collective::AllReduce, 2, 2);                    // 8 bytes

@@ -23,7 +23,9 @@
 // into a peer's memory is the same copy the other way). Each rank has one
 // CPU: its Copy, Reduce, Get, GetReduce and Put run one at a time, in order
 // of readiness. The prediction is the time the last step of any rank
-// finishes.
+// finishes. A plan that does not read its Input itself (Plan::reads_input)
+// first waits for the executor's copy of it into Output (copy*bytes: an
+// all-reduce's or reduce's contribution, an all-gather's own block).
 #pragma once
 
 #include <map>

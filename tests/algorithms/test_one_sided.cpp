@@ -665,7 +665,20 @@ TEST_CASE("cost model: one-sided steps", "[one_sided][cost]") {
     const int got = b.get_reduce(1, 0, out(0, 100), out(0, 100), out(0, 100), {b.wait(1, 0)});
     b.signal(1, 0, {got});
     b.wait(0, 1);
-    CHECK(predict_seconds(b.finish(), c) == Approx(0.2e-6 + 400 * 0.5e-9 + 0.2e-6));
+    // Each rank first waits for the executor's copy of its contribution
+    // into Output (400 bytes at copy_s_per_byte), then signal, get_reduce,
+    // signal.
+    CHECK(predict_seconds(b.finish(), c) == Approx(400 * 0.25e-9 + 0.2e-6 + 400 * 0.5e-9 + 0.2e-6));
+  }
+  SECTION("a plan that reads its Input itself pays no copy before it") {
+    PlanBuilder b(host_args(Collective::AllGather, 2, 100, 0, 4), "t");
+    b.reads_input();
+    for (int r = 0; r < 2; ++r) b.copy(r, in(0, 100), out(r * 100, 100));
+    const Plan own = b.finish();
+    CHECK(predict_seconds(own, c) == Approx(400 * 0.25e-9));
+    Plan contract = own;  // the same steps, with the executor's copy of the own block first
+    contract.reads_input = false;
+    CHECK(predict_seconds(contract, c) == Approx(2 * 400 * 0.25e-9));
   }
   SECTION("one CPU per rank: its local and one-sided work runs one at a time") {
     PlanBuilder b(host_args(Collective::AllGather, 3, 100, 0, 4), "t");
@@ -674,7 +687,10 @@ TEST_CASE("cost model: one-sided steps", "[one_sided][cost]") {
     b.get(0, 1, in(0, 100), out(100, 100), {b.wait(0, 1)});
     b.get(0, 2, in(0, 100), out(200, 100), {b.wait(0, 2)});
     b.copy(0, in(0, 100), out(0, 100));
-    CHECK(predict_seconds(b.finish(), c) == Approx(0.2e-6 + 2 * 400 * 0.25e-9));
+    // The executor's copy of the own block (400 bytes) comes first on every
+    // rank; rank 0's own Copy runs while its waits are pending (they end
+    // 0.2 us after the peers' signals), then its two gets, one at a time.
+    CHECK(predict_seconds(b.finish(), c) == Approx(400 * 0.25e-9 + 0.2e-6 + 2 * 400 * 0.25e-9));
   }
   SECTION("a wait whose signal is never issued never finishes") {
     PlanBuilder b(host_args(Collective::Barrier, 2, 0), "t");

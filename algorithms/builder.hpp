@@ -130,10 +130,10 @@ class PlanBuilder {
   std::vector<std::int32_t> sent_, received_, signaled_, waited_;
 };
 
-// The cases every reads_input plan (all-reduce: oneshot, twoshot, push;
-// reduce: peer_read) handles alike: nothing to do (count 0), or one rank
-// (Output = Input). Marks the plan reads_input; true when `b` is then
-// complete.
+// The cases every reads_input plan (all-reduce: oneshot, twoshot, push,
+// staged; reduce: peer_read; all-gather: staged) handles alike: nothing to
+// do (count 0), or one rank (Output = Input). Marks the plan reads_input;
+// true when `b` is then complete.
 inline bool reads_input_trivial(PlanBuilder& b) {
   b.reads_input();
   const std::int64_t c = b.args().count;

@@ -35,8 +35,11 @@
 //      Output.
 // The signals from r to q run staged(0), reduced(0), staged(1), ... and q
 // waits for them in that order (plan.hpp: signals are counted). Nothing
-// says "done" after the last chunk: a peer's Scratch is reused two calls
-// later, and only once every rank has completed the call in between.
+// says "done" after the last chunk: the window lets a rank write its
+// Scratch again only once every peer has completed the call that last used
+// it (two calls later for Scratch of up to 1 MiB, which alternates halves;
+// larger Scratch is one region, and the next call waits for every peer to
+// complete this one: Window::writable_after).
 //
 // Order of the reduction: the own chunk first, then the peers' in rank
 // order, as push does (push.cpp says why that is right in place). Block r is
@@ -46,8 +49,8 @@
 // Scratch (one slot), and every peer copies it from there into its Output
 // (reading nothing back, so large Outputs are written with streaming
 // stores). Per chunk, rank r signals each peer "staged" after its copy and
-// "took" after its Get of that peer's slot (not after the last chunk: the
-// Scratch is reused only two calls later); it refills its slot once every
+// "took" after its Get of that peer's slot (not after the last chunk: see
+// above for when Scratch is written again); it refills its slot once every
 // peer has taken the previous chunk. The plan also copies the chunk into
 // the rank's own block of Output, right after staging it, while it is in
 // cache (reads_input: the runtime does not copy the whole Input there first,
@@ -73,6 +76,12 @@ constexpr std::int64_t kMinChunkBytes = 32 * 1024;
 // all at most (a chunk costs a rank about 8 steps per peer). 2 ranks keep
 // 256 KiB chunks up to 1 GiB; 64 ranks have one chunk per block.
 constexpr std::int64_t kMaxPlanSteps = 32768;
+// A rank's Scratch holds n slots of a chunk (all-gather: one). Where the
+// step budget would make chunks so large that it passes this, the plan is
+// not offered: Scratch is shared memory that the window keeps at its
+// largest, and 64 ranks with one chunk per block of a 1 GiB all-reduce
+// would ask 1 GiB of it per rank.
+constexpr std::int64_t kMaxScratchBytes = 16 * 1024 * 1024;
 
 std::int64_t chunks_for(std::int64_t count, std::size_t elem, int n) {
   const std::int64_t bytes = count * static_cast<std::int64_t>(elem);
@@ -80,11 +89,21 @@ std::int64_t chunks_for(std::int64_t count, std::size_t elem, int n) {
   const std::int64_t most = std::max<std::int64_t>(1, kMaxPlanSteps / (8 * std::int64_t{n} * (n - 1)));
   return std::clamp<std::int64_t>((bytes + target - 1) / target, 1, most);
 }
+
+// Elements in a rank's largest block: what is cut into chunks.
+std::int64_t largest_block(const PlanArgs& args) {
+  return args.coll == Collective::AllGather ? args.count : block(args.count, args.nranks, 0).count;
+}
 }  // namespace
 
 bool staged_supports(const PlanArgs& args) {
   // Device plans get no Scratch (one_sided.cpp).
-  return one_host_only(args) && args.topology.device_of.empty();
+  if (!one_host_only(args) || !args.topology.device_of.empty()) return false;
+  if (args.nranks < 2) return true;
+  const std::int64_t c = largest_block(args);
+  const std::int64_t slot = block(c, chunks_for(c, args.elem_size, args.nranks), 0).count;
+  const std::int64_t slots = args.coll == Collective::AllGather ? 1 : args.nranks;
+  return slots * slot * static_cast<std::int64_t>(args.elem_size) <= kMaxScratchBytes;
 }
 
 Plan staged_allreduce(const PlanArgs& args) {

@@ -139,6 +139,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
   }
+  if (o.shared_cpus && !o.one_host) usage_error("--shared-cpus describes ranks of one host: add --one-host or --backend shm");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;

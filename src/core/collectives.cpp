@@ -394,6 +394,13 @@ Work run(Call&& c, const OpOptions& o) {
   return Work(std::move(w));
 }
 
+// Whether two tensors share any byte (device tensors: of one device).
+bool overlaps(const Tensor& a, const Tensor& b) {
+  const auto* x = static_cast<const char*>(a.data);
+  const auto* y = static_cast<const char*>(b.data);
+  return a.nbytes() > 0 && b.nbytes() > 0 && x < y + b.nbytes() && y < x + a.nbytes();
+}
+
 int root_of(const Call& c, int global_root, const char* name) {
   check_member(*c.group, global_root, name, c.what);
   return c.group->group_of_global[static_cast<std::size_t>(global_root)];
@@ -502,6 +509,17 @@ Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp
 
 Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather_into_tensor", o);
+  // In place means the input is exactly this rank's block of the output;
+  // anywhere else inside it, the plans would read it while peers' blocks
+  // overwrite it.
+  const char* own = static_cast<const char*>(output_arg.data) +
+                    static_cast<std::size_t>(c.group->my_rank) * input_arg.nbytes();
+  if (overlaps(input_arg, output_arg) && input_arg.data != own)
+    fail(ErrorCode::InvalidArgument,
+         "{}: the input overlaps the output but is not this rank's block of it (byte offset {} of the output, "
+         "where in place it must be at {}: rank {} x {} bytes)",
+         c.what, static_cast<const char*>(input_arg.data) - static_cast<const char*>(output_arg.data),
+         own - static_cast<const char*>(output_arg.data), c.group->my_rank, input_arg.nbytes());
   const bool direct = direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
   const Tensor output = direct ? output_arg : stage(c, output_arg, StageDir::Out, "output");  // first: input may lie inside it
   const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");
@@ -605,11 +623,6 @@ Work reduce_scatter_tensor(const Tensor& output_arg, const Tensor& input_arg, Re
   Call c = make(Collective::ReduceScatter, "reduce_scatter_tensor", o);
   // In place (output inside input) is staged: the plans read Input while
   // writing Output, and device memory has no private buffer to spare.
-  const auto overlaps = [](const Tensor& a, const Tensor& b) {
-    const auto* x = static_cast<const char*>(a.data);
-    const auto* y = static_cast<const char*>(b.data);
-    return a.nbytes() > 0 && b.nbytes() > 0 && x < y + b.nbytes() && y < x + a.nbytes();
-  };
   const bool direct = !overlaps(input_arg, output_arg) &&
                       direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
   const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");  // first: output may lie inside it

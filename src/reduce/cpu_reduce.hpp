@@ -62,5 +62,8 @@ Isa active_isa();             // the path the functions above use
 void reduce3_on(Isa isa, void* dst, const void* a, const void* b, std::int64_t count, DType dt,
                 ReduceOp op);
 void scale_avg_on(Isa isa, void* data, std::int64_t count, DType dt, int divisor);
+// copy_streaming with the stores of a given path (Generic: SSE2; the others:
+// AVX2); throws Error(NotSupported) if this CPU cannot run it.
+void copy_streaming_on(Isa isa, void* dst, const void* src, std::size_t bytes);
 
 }  // namespace braid::reduction

@@ -15,6 +15,7 @@
 // caller stores next (a flag a peer reads, say): they are weakly ordered.
 #include <cstring>
 
+#include "common/errors.hpp"
 #include "reduce/cpu_reduce.hpp"
 #include "reduce/kernels_prelude.hpp"
 
@@ -41,7 +42,11 @@ void body_sse2(char* d, const char* s, std::size_t lines) {
 #endif
 }  // namespace
 
-void copy_streaming(void* dst, const void* src, std::size_t bytes) {
+void copy_streaming(void* dst, const void* src, std::size_t bytes) { copy_streaming_on(active_isa(), dst, src, bytes); }
+
+void copy_streaming_on(Isa isa, void* dst, const void* src, std::size_t bytes) {
+  if (!isa_supported(isa))
+    fail(ErrorCode::NotSupported, "copy_streaming: the {} path needs instructions this CPU lacks", isa_name(isa));
 #if BRAID_REDUCE_X86
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
@@ -53,11 +58,12 @@ void copy_streaming(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(d, s, head);
   d += head, s += head, bytes -= head;
   const std::size_t lines = bytes / kLine;
-  if (active_isa() != Isa::Generic) body_avx2(d, s, lines);
+  if (isa != Isa::Generic) body_avx2(d, s, lines);
   else body_sse2(d, s, lines);
   _mm_sfence();
   std::memcpy(d + lines * kLine, s + lines * kLine, bytes - lines * kLine);
 #else
+  (void)isa;
   std::memcpy(dst, src, bytes);
 #endif
 }

@@ -68,7 +68,8 @@ TEST_CASE("the one-sided algorithms are registered, and only for one host", "[on
   for (const char* want : {"allreduce:oneshot", "allreduce:twoshot", "reducescatter:oneshot",
                            "reducescatter:peer_read", "allgather:oneshot", "allgather:peer_read", "broadcast:oneshot",
                            "broadcast:peer_read", "reduce:oneshot", "reduce:peer_read", "gather:peer_read",
-                           "scatter:peer_read", "alltoall:peer_read", "barrier:signal", "allreduce:push"}) {
+                           "scatter:peer_read", "alltoall:peer_read", "barrier:signal", "allreduce:push",
+                           "allreduce:staged", "allgather:staged"}) {
     INFO(want);
     CHECK(names.count(want) == 1);
   }
@@ -117,7 +118,12 @@ TEST_CASE("every one-sided algorithm verifies over sizes, roots and counts", "[o
           }
           for (const PlanArgs& v : variants) {
             INFO(fmt::format("{} / {} n={} count={} root={}", collective_name(alg->coll), alg->name, n, count, root));
-            REQUIRE(alg->supports(v) == v.splits.empty());
+            // Uneven splits are never offered; staged declines shapes whose
+            // Scratch would grow past its bound (tested below).
+            const bool offered = alg->supports(v);
+            if (!v.splits.empty()) REQUIRE_FALSE(offered);
+            else if (!offered) REQUIRE(alg->name == std::string("staged"));
+            if (!offered) continue;
             const Plan plan = alg->build(v);
             ++plans;
             if (n > 1 && (barrier || count > 0)) {
@@ -382,14 +388,20 @@ TEST_CASE("one-sided: structural mistakes", "[one_sided][negative]") {
     CHECK_THAT(rejection(b.finish()), Catch::Contains("reads_input"));
   }
   SECTION("a reads_input all-gather filling its own block other than straight from Input") {
-    // Right out of place; in place the own block is the Input, and a copy
-    // through Scratch would be a second writer of it.
+    // A whole gather, right out of place (it verifies without the rule);
+    // in place the own block is the Input, and a copy through Scratch is a
+    // second writer of it, which the rule does not allow.
     PlanBuilder b(host_args(Collective::AllGather, 2, 4), "broken");
     b.reads_input();
+    std::vector<int> staged;
     for (int r = 0; r < 2; ++r) {
       b.need_scratch(r, 4);
-      const int staged = b.copy(r, in(0, 4), scratch(0, 4));
-      b.copy(r, scratch(0, 4), out(r * 4, 4), {staged});
+      staged.push_back(b.copy(r, in(0, 4), scratch(0, 4)));
+      b.signal(r, 1 - r, {staged.back()});
+    }
+    for (int r = 0; r < 2; ++r) {
+      b.get(r, 1 - r, scratch(0, 4), out((1 - r) * 4, 4), {b.wait(r, 1 - r)});
+      b.copy(r, scratch(0, 4), out(r * 4, 4), {staged[static_cast<std::size_t>(r)]});
     }
     CHECK_THAT(rejection(b.finish()), Catch::Contains("own block of Output, which is its Input in place"));
   }
@@ -767,6 +779,24 @@ TEST_CASE("cost model: push is twoshot less one signal round, and on host memory
       CHECK(host_twoshot - host_push > kSharedMemory.signal_s + 0.1 * hot);
       CHECK(host_push < dev_push);
     }
+}
+
+TEST_CASE("staged keeps its Scratch bounded, and declines shapes that would pass the bound", "[one_sided][verify]") {
+  int declined = 0;
+  for (Collective coll : {Collective::AllReduce, Collective::AllGather})
+    for (int n : {2, 8, 32, 64})
+      for (std::int64_t mib : {1, 64, 1024}) {
+        const PlanArgs a = host_args(coll, n, (mib << 20) / 4);
+        const Algorithm* staged = find_algorithm(coll, "staged");
+        INFO(fmt::format("{} n={} {} MiB", collective_name(coll), n, mib));
+        if (!staged->supports(a)) {
+          ++declined;
+          continue;
+        }
+        for (const RankPlan& rp : staged->build(a).ranks) CHECK(rp.scratch_count * 4 <= (std::int64_t{16} << 20));
+      }
+  CHECK(declined > 0);  // 1 GiB on 64 ranks would need 1 GiB of Scratch per rank
+  CHECK(find_algorithm(Collective::AllReduce, "staged")->supports(host_args(Collective::AllReduce, 2, std::int64_t{1} << 28)));
 }
 
 TEST_CASE("choose on one host whose ranks share CPUs: fewer signal rounds until the data is large", "[one_sided][cost]") {

@@ -466,6 +466,7 @@ TEST_CASE("staged plans are right with streaming stores, misaligned, and in plac
           for (std::size_t i = 0; i < up; ++i)
             RANK_CHECK_MSG(g[static_cast<std::size_t>(q) * up + i] == value(q, static_cast<std::int64_t>(i), iter),
                            "all_gather in place: rank " << q << "'s element " << i);
+        RANK_CHECK(gathered[2] == -1.0f && gathered[w * up + 3] == -1.0f);
       }
       braid::destroy_process_group();
     });

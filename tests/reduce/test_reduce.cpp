@@ -614,19 +614,27 @@ TEST_CASE("scalar float16 conversion matches the F16C instructions bit for bit")
 }
 #endif  // TEST_X86
 
-TEST_CASE("copy_streaming copies every byte at every alignment, and nothing more") {
+TEST_CASE("copy_streaming copies every byte at every alignment, and nothing more, on every path") {
   const std::vector<std::size_t> sizes{0, 1, 63, 64, 65, 127, 128, 4096 + 17, (1u << 20) + 3};
   std::vector<unsigned char> src((1u << 20) + 200), dst((1u << 20) + 300);
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + 7);
-  for (std::size_t bytes : sizes)
-    for (std::size_t doff : {0, 1, 8, 33, 63})
-      for (std::size_t soff : {0, 5, 64}) {
-        std::fill(dst.begin(), dst.end(), 0xEE);
-        braid::reduction::copy_streaming(dst.data() + 64 + doff, src.data() + soff, bytes);
-        INFO("bytes " << bytes << ", dst offset " << doff << ", src offset " << soff);
-        REQUIRE(std::memcmp(dst.data() + 64 + doff, src.data() + soff, bytes) == 0);
-        const auto untouched = [](unsigned char b) { return b == 0xEE; };
-        REQUIRE(std::all_of(dst.begin(), dst.begin() + static_cast<std::ptrdiff_t>(64 + doff), untouched));
-        REQUIRE(std::all_of(dst.begin() + static_cast<std::ptrdiff_t>(64 + doff + bytes), dst.end(), untouched));
-      }
+  using braid::reduction::Isa;
+  int paths = 0;
+  for (Isa isa : {Isa::Generic, Isa::Avx2, Isa::Avx512}) {
+    if (!braid::reduction::isa_supported(isa)) continue;
+    ++paths;
+    for (std::size_t bytes : sizes)
+      for (std::size_t doff : {0, 1, 8, 33, 63})
+        for (std::size_t soff : {0, 5, 64}) {
+          std::fill(dst.begin(), dst.end(), 0xEE);
+          braid::reduction::copy_streaming_on(isa, dst.data() + 64 + doff, src.data() + soff, bytes);
+          INFO("bytes " << bytes << ", dst offset " << doff << ", src offset " << soff << ", path "
+                        << braid::reduction::isa_name(isa));
+          REQUIRE(std::memcmp(dst.data() + 64 + doff, src.data() + soff, bytes) == 0);
+          const auto untouched = [](unsigned char b) { return b == 0xEE; };
+          REQUIRE(std::all_of(dst.begin(), dst.begin() + static_cast<std::ptrdiff_t>(64 + doff), untouched));
+          REQUIRE(std::all_of(dst.begin() + static_cast<std::ptrdiff_t>(64 + doff + bytes), dst.end(), untouched));
+        }
+  }
+  CHECK(paths >= 1);  // the SSE2 body (Generic) runs on every x86-64
 }

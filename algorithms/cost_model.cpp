@@ -289,9 +289,11 @@ CostParams sharing_cpus(const CostParams& p) {
 }
 
 double predict_seconds(const Plan& plan, const CostParams& params) {
-  if (plan.args.topology.one_host && plan.args.topology.shared_cpus)
-    return Simulator(plan, sharing_cpus(params)).run();
-  return Simulator(plan, params).run();
+  const Topology& t = plan.args.topology;
+  if (!t.one_host || (!t.shared_cpus && !t.mapped_buffers)) return Simulator(plan, params).run();
+  CostParams p = t.shared_cpus ? sharing_cpus(params) : params;
+  if (t.mapped_buffers) p.peer_read_s = p.peer_read_s_per_byte = 0.0;  // a mapping: a local read
+  return Simulator(plan, p).run();
 }
 
 const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,

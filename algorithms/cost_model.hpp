@@ -97,7 +97,9 @@ inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9,  0.105e-9, 0.091e-9, 0
 CostParams sharing_cpus(const CostParams& p);
 
 // Latest finish time of any step, in seconds; +infinity if the plan
-// deadlocks (verify() says why).
+// deadlocks (verify() says why). On one host, Topology::shared_cpus prices
+// with sharing_cpus(params), and Topology::mapped_buffers prices a peer's
+// Input or Output as a local read (no peer_read_s terms).
 double predict_seconds(const Plan& plan, const CostParams& params);
 
 // The algorithm for `coll` with the least predicted time for `args` (ties:

@@ -143,6 +143,10 @@ struct Topology {
   // so every round of signals or messages costs a context switch. Every
   // rank of a one-host group computes it from the same CPU lists.
   bool shared_cpus = false;
+  // One host, and every rank's Input and Output are shareable memory
+  // (braid::mem_alloc; OpOptions::shareable_buffers): a peer reaches them
+  // through a mapping, at the cost of a local copy, not process_vm_readv.
+  bool mapped_buffers = false;
 };
 
 struct PlanArgs {

@@ -46,6 +46,7 @@ Ctx::Ctx(braid::DType dt, ReduceOp o, int root_, int rank_, int nranks_, bool re
       esize(braid::dtype_size(dt)),
       pattern(dt, o, nranks_, reduction) {
   opts.algorithm = algo;
+  opts.shareable_buffers = Buffer::shareable;  // every rank alike: -R is one flag for the job
 }
 
 namespace {

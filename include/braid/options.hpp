@@ -39,6 +39,13 @@ struct OpOptions {
   void* stream = nullptr;
   // Collectives: force an algorithm by name ("ring", "tree", ...); empty = automatic.
   const char* algorithm = nullptr;
+  // Collectives between ranks of one host: every rank's buffers of this call
+  // came from braid::mem_alloc, so peers can read and write them in place.
+  // The automatic choice then prices such access as a local copy, and picks
+  // plans that use it (zero copy) where they win. Every rank must pass the
+  // same value, since it shapes the plan; a buffer that did not come from
+  // mem_alloc still gives the right result, through a slower copy.
+  bool shareable_buffers = false;
 };
 
 }  // namespace braid

@@ -291,15 +291,16 @@ struct RecentPlan {
   std::int64_t count = -1;
   std::size_t elem = 0;
   int root = -1;
+  bool mapped = false;  // OpOptions::shareable_buffers
   // The algorithm asked for, copied: the caller's string may be gone by the
   // next call (a name of that length needs no allocation).
   bool named = false;
   std::string name;
   std::shared_ptr<const CompiledPlan> plan;
 
-  bool same(const Call& c, std::size_t elem_size, const char* asked) const {
+  bool same(const Call& c, std::size_t elem_size, const char* asked, bool mapped_buffers) const {
     return plan && group == c.group->serial && coll == c.coll && count == c.count && elem == elem_size &&
-           root == c.root && (asked ? named && name == asked : !named);
+           root == c.root && mapped == mapped_buffers && (asked ? named && name == asked : !named);
   }
 };
 struct RecentPlans {
@@ -316,9 +317,10 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   const char* name = c.device >= 0 ? c.device_algorithm : o.algorithm;
   const bool plain = c.device < 0 && c.splits.empty();
   RecentPlans& recent = per_thread<RecentPlans>();
+  const bool mapped = o.shareable_buffers && g.shared_memory;
   if (plain)
     for (const RecentPlan& r : recent.slots)
-      if (r.same(c, elem, name)) return r.plan;
+      if (r.same(c, elem, name, mapped)) return r.plan;
   plan::PlanArgs args;
   args.coll = c.coll;
   args.nranks = static_cast<int>(g.ranks.size());
@@ -328,12 +330,13 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
   args.topology.shared_cpus = g.shared_memory && context().engine->oversubscribed();
+  args.topology.mapped_buffers = mapped;
   if (c.device >= 0)
     args.topology.device_of = device_topology(*context().engine, *c.group, c.device, Deadline::after(timeout), c.what);
   auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
   if (!plain) return recent.unkeyed = std::move(p);
   RecentPlan& slot = recent.slots[recent.next++ % recent.slots.size()];
-  slot = {g.serial, c.coll, c.count, elem, c.root, name != nullptr, name ? name : "", std::move(p)};
+  slot = {g.serial, c.coll, c.count, elem, c.root, mapped, name != nullptr, name ? name : "", std::move(p)};
   return slot.plan;
 }
 

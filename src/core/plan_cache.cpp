@@ -22,7 +22,7 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
 namespace {
 
 using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t,
-                       bool>;
+                       bool, bool>;
 
 // Which host each rank is on shapes the choice: groups of one size laid out
 // differently must not share a cached plan. A hash (FNV-1a) rather than a
@@ -70,7 +70,8 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   };
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
-                shared_memory, args.topology.device_of, hash_of(host_of), args.topology.shared_cpus};
+                shared_memory, args.topology.device_of, hash_of(host_of), args.topology.shared_cpus,
+                args.topology.mapped_buffers};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

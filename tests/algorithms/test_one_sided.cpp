@@ -799,6 +799,23 @@ TEST_CASE("staged keeps its Scratch bounded, and declines shapes that would pass
   CHECK(find_algorithm(Collective::AllReduce, "staged")->supports(host_args(Collective::AllReduce, 2, std::int64_t{1} << 28)));
 }
 
+TEST_CASE("choose on one host with shareable buffers: plans that use peers' buffers in place", "[one_sided][cost]") {
+  // 2 ranks, mem_alloc buffers, measured: push 96 and 1135-1264 us at 4 and
+  // 16 MiB, staged 200-211 and 1536-1570 (RESULTS section 9; README).
+  for (std::int64_t mib : {4, 16}) {
+    PlanArgs a = host_args(Collective::AllReduce, 2, (mib << 20) / 4);
+    CHECK(std::string(choose(Collective::AllReduce, a, kSharedMemory)->name) == "staged");
+    a.topology.mapped_buffers = true;
+    CHECK(std::string(choose(Collective::AllReduce, a, kSharedMemory)->name) == "push");
+  }
+  // A plan that reads no peer's buffer costs the same either way.
+  PlanArgs a = host_args(Collective::AllReduce, 2, (std::int64_t{16} << 20) / 4);
+  const Plan staged = find_algorithm(Collective::AllReduce, "staged")->build(a);
+  Plan flagged = staged;
+  flagged.args.topology.mapped_buffers = true;
+  CHECK(predict_seconds(flagged, kSharedMemory) == predict_seconds(staged, kSharedMemory));
+}
+
 TEST_CASE("choose on one host whose ranks share CPUs: fewer signal rounds until the data is large", "[one_sided][cost]") {
   // 8 ranks on 2 CPUs, measured: oneshot (one round of signals) 14 and 22
   // us at 4 and 16 KiB, staged (three per chunk) 21-29 and 27-31; staged

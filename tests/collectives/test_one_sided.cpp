@@ -475,6 +475,31 @@ TEST_CASE("staged plans are right with streaming stores, misaligned, and in plac
   }
 }
 
+// OpOptions::shareable_buffers changes the choice (push, reading and writing
+// peers' buffers), never the result: right on mem_alloc buffers, and on a
+// rank whose buffer is not one (read through process_vm_readv instead).
+TEST_CASE("shareable_buffers: right with mem_alloc buffers, and with a rank that broke the promise", "[one_sided]") {
+  auto res = run_ranks(2, [](int rank, int world) {
+    init_env("shm");
+    const braid::OpOptions hint{.shareable_buffers = true};
+    const std::int64_t c = (4 << 20) / 4 + 3;
+    const std::size_t bytes = static_cast<std::size_t>(c) * sizeof(float);
+    auto* shared = static_cast<float*>(braid::mem_alloc(bytes));
+    std::vector<float> plain(static_cast<std::size_t>(c));
+    for (int iter = 0; iter < 3; ++iter) {
+      // Iteration 1: rank 1 passes an ordinary buffer with the same promise.
+      float* buf = iter == 1 && rank == 1 ? plain.data() : shared;
+      for (std::int64_t i = 0; i < c; ++i) buf[i] = value(rank, i, iter);
+      braid::all_reduce(braid::tensor(buf, c), braid::ReduceOp::Sum, hint);
+      check_sum(buf, c, world, iter);
+    }
+    braid::mem_free(shared);
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("mem_alloc and mem_free reject bad input", "[one_sided]") {
   REQUIRE_THROWS_WITH(braid::mem_alloc(0), Catch::Contains("0 bytes"));
   int x = 0;

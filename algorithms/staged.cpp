@@ -90,6 +90,27 @@ std::int64_t chunks_for(std::int64_t count, std::size_t elem, int n) {
   return std::clamp<std::int64_t>((bytes + target - 1) / target, 1, most);
 }
 
+// Rank r's signals to, and waits on, each peer, chained by deps in the order
+// they are added: the runtime counts a pair's signals, so they must be
+// ordered, and so must the waits on them (plan.hpp).
+class PairChains {
+ public:
+  PairChains(PlanBuilder& b, int r)
+      : b_(b), r_(r), signal_(static_cast<std::size_t>(b.nranks()), -1), wait_(signal_) {}
+  int signal(int q, Deps deps) {
+    deps.push_back(signal_[static_cast<std::size_t>(q)]);
+    return signal_[static_cast<std::size_t>(q)] = b_.signal(r_, q, std::move(deps));
+  }
+  int wait(int q) {
+    return wait_[static_cast<std::size_t>(q)] = b_.wait(r_, q, {wait_[static_cast<std::size_t>(q)]});
+  }
+
+ private:
+  PlanBuilder& b_;
+  const int r_;
+  std::vector<int> signal_, wait_;  // the last of each pair, -1 before the first
+};
+
 // Elements in a rank's largest block: what is cut into chunks.
 std::int64_t largest_block(const PlanArgs& args) {
   return args.coll == Collective::AllGather ? args.count : block(args.count, args.nranks, 0).count;
@@ -125,17 +146,13 @@ Plan staged_allreduce(const PlanArgs& args) {
 
   for (int r = 0; r < n; ++r) {
     b.need_scratch(r, n * slot);
-    // The last signal to and wait on each peer: each pair's are chained.
-    std::vector<int> last_signal(u(n), -1), last_wait(u(n), -1);
+    PairChains pairs(b, r);
+    const auto signal = [&](int q, Deps deps) { return pairs.signal(q, std::move(deps)); };
+    const auto wait = [&](int q) { return pairs.wait(q); };
     // Per peer, from the previous chunk: this rank's copy into slot q, the
     // wait for q's "reduced" (q has read slot q), and the Get of q's slot.
     std::vector<int> staged_prev(u(n), -1), reduced_prev(u(n), -1), took_prev(u(n), -1);
     int copied_out_prev = -1;  // slot r copied to Output, previous chunk
-    const auto signal = [&](int q, Deps deps) {
-      deps.push_back(last_signal[u(q)]);
-      return last_signal[u(q)] = b.signal(r, q, std::move(deps));
-    };
-    const auto wait = [&](int q) { return last_wait[u(q)] = b.wait(r, q, {last_wait[u(q)]}); };
 
     for (std::int64_t j = 0; j < K; ++j) {
       // a. Stage chunk j of every peer's block.
@@ -190,12 +207,9 @@ Plan staged_allgather(const PlanArgs& args) {
   const std::int64_t slot = block(c, K, 0).count;
   for (int r = 0; r < n; ++r) {
     b.need_scratch(r, slot);
-    std::vector<int> last_signal(u(n), -1), last_wait(u(n), -1);
-    const auto signal = [&](int q, Deps deps) {
-      deps.push_back(last_signal[u(q)]);
-      return last_signal[u(q)] = b.signal(r, q, std::move(deps));
-    };
-    const auto wait = [&](int q) { return last_wait[u(q)] = b.wait(r, q, {last_wait[u(q)]}); };
+    PairChains pairs(b, r);
+    const auto signal = [&](int q, Deps deps) { return pairs.signal(q, std::move(deps)); };
+    const auto wait = [&](int q) { return pairs.wait(q); };
     std::vector<int> taken(u(n), -1);  // each peer's "took" of the previous chunk
     int staged = -1;
     for (std::int64_t j = 0; j < K; ++j) {

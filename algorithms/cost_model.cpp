@@ -98,13 +98,12 @@ class Simulator {
   }
 
  private:
-  // Elements the executor copies into rank r's Output before the plan, as
+  // Elements the executor copies into each rank's Output before the plan, as
   // the buffer contract wants (plan.hpp), out of place: the contribution of
   // an all-reduce or reduce, the own block of an all-gather; none for a
   // plan that reads its Input itself (Plan::reads_input). Without it such a
   // plan would pay for a copy the others get free.
-  std::int64_t contract_copy(int r) const {
-    (void)r;
+  std::int64_t contract_copy() const {
     if (p_.reads_input) return 0;
     switch (p_.coll) {
       case Collective::AllReduce:
@@ -148,22 +147,18 @@ class Simulator {
     for (int r = 0; r < n_; ++r)
       offset_[static_cast<std::size_t>(r) + 1] = offset_[static_cast<std::size_t>(r)] + p_.ranks[static_cast<std::size_t>(r)].steps.size();
     total_ = offset_.back();
+    // The executor's copy into Output before the plan starts (contract_copy),
+    // alike on every rank: every step, and every CPU, is free only after it.
+    const double init = c_.copy_s_per_byte * bytes(contract_copy());
+    latest_ = init;
     partner_.assign(total_, Loc{});
     pending_.assign(total_, 0);
-    ready_at_.assign(total_, 0.0);
+    ready_at_.assign(total_, init);
     is_ready_.assign(total_, 0);
     dependents_.assign(total_, {});
     send_port_.assign(static_cast<std::size_t>(n_), 0.0);
     recv_port_.assign(static_cast<std::size_t>(n_), 0.0);
-    cpu_port_.assign(static_cast<std::size_t>(n_), 0.0);
-    // The executor's copy into Output before the plan starts (contract_copy):
-    // each rank's steps start after it.
-    for (int r = 0; r < n_; ++r) {
-      const double init = c_.copy_s_per_byte * bytes(contract_copy(r));
-      cpu_port_[static_cast<std::size_t>(r)] = init;
-      latest_ = std::max(latest_, init);
-      for (int i = 0; i < nsteps(r); ++i) ready_at_[idx(r, i)] = init;
-    }
+    cpu_port_.assign(static_cast<std::size_t>(n_), init);
     signaled_at_.assign(total_, -1.0);
 
     std::unordered_map<std::uint64_t, Loc> sends;

@@ -53,9 +53,10 @@ struct Call {
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce: the caller's input, and the copy of it into Output the
-  // buffer contract wants (AllGather: into its own block); a plan that reads
-  // Input (Plan::reads_input) gets the input instead and the copy is skipped. A plain record, not a
-  // closure: the small-message path allocates nothing for it.
+  // buffer contract wants (AllGather: into its own block); a plan that
+  // reads Input (Plan::reads_input) gets the input instead and the copy is
+  // skipped. A plain record, not a closure: the small-message path
+  // allocates nothing for it.
   const void* contribution = nullptr;
   struct CopyIn {
     void* dst = nullptr;

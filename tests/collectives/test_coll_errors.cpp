@@ -60,7 +60,7 @@ TEST_CASE("bad collective arguments fail on every rank with a clear message", "[
     expect_error([&] { braid::all_gather_into_tensor(braid::tensor(b), t); }, ErrorCode::InvalidArgument,
                  "expected 18 (group size x input)");
     // In place is the input at exactly this rank's block; one element off is refused.
-    const std::size_t off = static_cast<std::size_t>(rank) * 6 + (rank == 0 ? 1 : 0) - (rank == 0 ? 0 : 1);
+    const std::size_t off = rank == 0 ? 1 : static_cast<std::size_t>(rank) * 6 - 1;
     expect_error([&] { braid::all_gather_into_tensor(braid::tensor(big), braid::tensor(big.data() + off, 6)); },
                  ErrorCode::InvalidArgument, "the input overlaps the output but is not this rank's block of it");
     expect_error([&] { braid::reduce_scatter_tensor(t, braid::tensor(b)); }, ErrorCode::InvalidArgument,

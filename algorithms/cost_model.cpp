@@ -301,8 +301,10 @@ const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams&
       fail(ErrorCode::InvalidArgument, "unknown {} algorithm '{}'; valid names: {}", collective_name(coll),
            forced_name, names_text(coll));
     if (alg->supports && !alg->supports(a))
-      fail(ErrorCode::InvalidArgument, "{} algorithm '{}' does not support {} ranks with count {}; valid names: {}",
-           collective_name(coll), forced_name, a.nranks, a.count, names_text(coll));
+      fail(ErrorCode::InvalidArgument, "{} algorithm '{}' does not support {} ranks with count {}{}; valid names: {}",
+           collective_name(coll), forced_name, a.nranks, a.count,
+           a.splits.empty() ? "" : " and uneven splits (the list form of all_to_all counts as uneven)",
+           names_text(coll));
     return alg;
   }
   const Algorithm* best = nullptr;

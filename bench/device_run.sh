@@ -23,6 +23,15 @@
 #
 # Options (step 2): --quick (BRAID_CUDA_OPS_QUICK=1) runs test_cuda_ops at 1
 # and 2 ranks only, its largest cases at 16 MiB rather than 256, when time is short.
+#
+# The whole test suite of the CUDA build, as a second call:
+#      run(command = "bash bench/device_run.sh --suite", carry = [".devrun"], timeout_s = 600)
+# --pack also stages every test program of the build (stripped) under
+# .devrun/suite with `meson introspect --tests`; the device machine's meson is
+# another version than the one that configured the build, so
+# bench/device_suite.py runs that list as `meson test` would. Left out there:
+# the tests that need this machine's toolchain or a VM (install-pkgconfig,
+# verbs-vm, verbs-vm-two-devices), which say nothing about the GPU.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +46,25 @@ if [[ "${1:-}" == "--pack" ]]; then
     [[ -x "$build/$b" ]] || { echo "missing $build/$b: build it first (see the header)"; exit 1; }
     cp "$build/$b" "$pack/bin/"
   done
+  # The suite: every test program and what its commands name, stripped, at
+  # the same paths under suite/ as under the build folder.
+  meson introspect "$build" --tests > "$pack/tests.json" || exit 1
+  python3 - "$build" "$pack/tests.json" > "$pack/suite_files" <<'PY'
+import json, os, sys
+build = os.path.realpath(sys.argv[1])
+seen = set()
+for t in json.load(open(sys.argv[2])):
+    for a in t["cmd"]:
+        if a.startswith(build + "/") and os.path.isfile(a) and a not in seen:
+            seen.add(a); print(os.path.relpath(a, build))
+PY
+  for f in $(cat "$pack/suite_files") tools/braidrun tools/braid-store examples/hello; do
+    mkdir -p "$pack/suite/$(dirname "$f")"
+    cp "$build/$f" "$pack/suite/$f" && strip -s "$pack/suite/$f" 2>/dev/null
+  done
+  echo "$(realpath "$build")" > "$pack/build_path"
+  # Static test programs compress about tenfold: the carry limit is 64 MiB.
+  tar -C "$pack" -cJf "$pack/suite.tar.xz" suite && rm -rf "$pack/suite"
   # test_cuda_probe links libbraid.so (as an application does): carry it too.
   cp -L "$build/libbraid.so"* "$pack/lib/" 2>/dev/null
   # The non-system shared libraries they load (glibc, libstdc++ and libgcc
@@ -57,6 +85,29 @@ log="$out/device_run.log"
 exec > >(tee "$log") 2>&1
 
 export LD_LIBRARY_PATH="$pack/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+if [[ "${1:-}" == "--suite" ]]; then
+  # The tests' commands name the build folder and the sources by the paths
+  # they had where they were built: recreate those here.
+  build=$(cat "$pack/build_path")
+  src=$(dirname "$build")
+  if [[ "$(realpath "$src" 2>/dev/null)" != "$here" ]]; then
+    mkdir -p "$(dirname "$src")" && rm -rf "$src" && ln -s "$here" "$src"
+  fi
+  rm -rf "$here/$(basename "$build")" /tmp/suite && tar -C /tmp -xJf "$pack/suite.tar.xz" &&
+    mv /tmp/suite "$here/$(basename "$build")" || exit 1
+  cp -L "$pack"/lib/libbraid.so* "$here/$(basename "$build")/" 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 - "$pack/tests.json" > "$out/tests.json" <<'PY'
+import json, sys
+skip = {"install-pkgconfig", "verbs-vm", "verbs-vm-two-devices"}
+print(json.dumps([t for t in json.load(open(sys.argv[1])) if t["name"] not in skip]))
+PY
+  python3 "$here/bench/device_suite.py" "$out/tests.json" --jobs 8 --log /tmp/suite_logs
+  rc=$?
+  tar -C /tmp -czf "$out/suite_logs.tar.gz" suite_logs  # one file: few come back
+  exit $rc
+fi
 [[ "${1:-}" == "--quick" ]] && export BRAID_CUDA_OPS_QUICK=1
 bin="$pack/bin"
 summary=()

@@ -330,10 +330,11 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   args.root = c.root;
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
-  args.topology.shared_cpus = g.shared_memory && context().engine->oversubscribed();
+  Engine& engine = *op_context(o).engine;
+  args.topology.shared_cpus = g.shared_memory && engine.oversubscribed();
   args.topology.mapped_buffers = mapped;
   if (c.device >= 0)
-    args.topology.device_of = device_topology(*context().engine, *c.group, c.device, Deadline::after(timeout), c.what);
+    args.topology.device_of = device_topology(engine, *c.group, c.device, Deadline::after(timeout), c.what);
   auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
   if (!plain) return recent.unkeyed = std::move(p);
   RecentPlan& slot = recent.slots[recent.next++ % recent.slots.size()];
@@ -342,7 +343,7 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
 }
 
 Work run(Call&& c, const OpOptions& o) {
-  Context& ctx = context();
+  Context& ctx = op_context(o);
   Issued at;
   at.timeout = op_timeout(o);
   const std::shared_ptr<const CompiledPlan>& compiled = plan_for(c, o, at.timeout);

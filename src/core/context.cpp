@@ -10,7 +10,7 @@
 namespace braid {
 
 namespace {
-std::unique_ptr<Context> g_context;
+std::shared_ptr<Context> g_context;
 }
 
 Context& context() {
@@ -20,8 +20,20 @@ Context& context() {
   return *g_context;
 }
 bool has_context() { return g_context != nullptr; }
-void set_context(std::unique_ptr<Context> c) { g_context = std::move(c); }
-std::unique_ptr<Context> take_context() { return std::move(g_context); }
+std::shared_ptr<Context> shared_context() { return g_context; }
+void set_context(std::shared_ptr<Context> c) { g_context = std::move(c); }
+std::shared_ptr<Context> take_context() { return std::move(g_context); }
+
+Context& op_context(const OpOptions& o) {
+  if (!o.group || !o.group->valid()) return context();
+  // The owner outlives the op: destroying a process group while its ops
+  // run is the caller's error, as with destroy_process_group.
+  Context* c = o.group->impl()->owner.lock().get();
+  if (!c || c->destroyed)
+    fail(ErrorCode::InvalidState, "options.group belongs to a process group that was destroyed: expected "
+         "a group of a live process group (destroy_process_group or Communicator::destroy ran)");
+  return *c;
+}
 
 static std::string ranks_text(const std::vector<int>& r) {
   std::string s = "[";
@@ -30,7 +42,7 @@ static std::string ranks_text(const std::vector<int>& r) {
 }
 
 const detail::GroupImpl& op_group(const OpOptions& o, const char* op) {
-  Context& c = context();
+  Context& c = op_context(o);
   const Group& g = o.group ? *o.group : c.world;
   if (!g.valid())
     fail(ErrorCode::InvalidArgument, "{}: options.group is not a valid group: expected one made "
@@ -65,7 +77,7 @@ Millis op_timeout(const OpOptions& o) {
   if (o.timeout.count() < 0)
     fail(ErrorCode::InvalidArgument, "options.timeout is negative ({} ms): expected 0 (default) or more",
          o.timeout.count());
-  return o.timeout.count() > 0 ? o.timeout : context().timeout;
+  return o.timeout.count() > 0 ? o.timeout : op_context(o).timeout;
 }
 
 std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,

@@ -1,4 +1,5 @@
-// Context: the state of an initialised process group (one per process).
+// Context: the state of an initialised process group: the default one that
+// init_process_group makes, and one per braid::Communicator.
 #pragma once
 
 #include <atomic>
@@ -21,9 +22,14 @@ namespace braid {
 namespace shm {
 class Window;
 }
+struct Context;
 
 namespace detail {
 struct GroupImpl {
+  // The process group (default, or a Communicator) the group belongs to:
+  // ops on the group run on its engine. Weak: a Group may outlive it, and
+  // then its ops fail clearly (op_context).
+  std::weak_ptr<Context> owner;
   std::uint32_t id = 0;
   // Unique in the process, across inits (ids start again at each): what a
   // per-thread cache of plans keys a group by (collectives.cpp).
@@ -74,13 +80,29 @@ struct Context {
   std::unique_ptr<AsyncRunner> runner;
   Group world;
   std::uint32_t next_group_id = 1;
+  bool destroyed = false;  // teardown ran (Communicator::destroy)
 };
 
-// The live context; throws braid::Error(InvalidState) before init.
+// The default context; throws braid::Error(InvalidState) before init.
 Context& context();
 bool has_context();
-void set_context(std::unique_ptr<Context> c);
-std::unique_ptr<Context> take_context();
+std::shared_ptr<Context> shared_context();  // the default one, or null
+void set_context(std::shared_ptr<Context> c);
+std::shared_ptr<Context> take_context();
+// The context an op runs in: options.group's owner, or the default one.
+Context& op_context(const OpOptions& o);
+
+// Makes c a running process group of `world` ranks over `st` (a store
+// already namespaced for it): the job record, the engine, the world group,
+// the rendezvous, topology. c.backend and c.timeout are set by the caller.
+void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> st, int rank, int world,
+               const std::string& store_host);
+// Stops c's async work and engine, and says goodbye through its store.
+void teardown(Context& c);
+// Refuses a backend name this build cannot run, saying why.
+void validate_backend(const std::string& backend);
+// A new group of c's ranks (every member of c calls it alike).
+Group new_group_in(const std::shared_ptr<Context>& c, const std::vector<int>& ranks);
 
 // The group an op runs on (options.group or world), checked: the caller must
 // be a member.

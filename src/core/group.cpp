@@ -40,16 +40,22 @@ int Group::group_rank(int global) const {
 int get_rank(const Group& group) { return group.rank(); }
 int get_world_size(const Group& group) { return group.size(); }
 
-Group new_group(const std::vector<int>& ranks, const OpOptions&) {
-  Context& c = context();
+Group new_group_in(const std::shared_ptr<Context>& ctx, const std::vector<int>& ranks) {
+  Context& c = *ctx;
   if (ranks.empty())
     fail(ErrorCode::InvalidArgument, "new_group: the rank list is empty: expected at least one rank");
   auto g = make_group(c.next_group_id, ranks, c.world_size, c.rank);
+  g->owner = ctx;
   // Ids come from a per-process counter: the same on every rank because every
   // rank calls new_group in the same order, which agree_on_group checks.
   agree_on_group(c, *g);
   ++c.next_group_id;
   return Group(std::move(g));
+}
+
+Group new_group(const std::vector<int>& ranks, const OpOptions&) {
+  context();  // InvalidState before init
+  return new_group_in(shared_context(), ranks);
 }
 
 }  // namespace braid

@@ -62,7 +62,7 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
 
 Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o, const char* op) {
   auto w = std::make_shared<P2PWork>();
-  Context& c = context();
+  Context& c = op_context(o);
   w->engine = c.engine.get();
   auto staging = std::make_shared<detail::DeviceStaging>(o.stream, op);
   const Tensor t = staging->stage(t_arg, is_send ? detail::StageDir::In : detail::StageDir::Out, "tensor");
@@ -91,7 +91,7 @@ Work send(const Tensor& t_arg, int dst, const OpOptions& o) {
   const Deadline d = prepare(r, t, dst, true, o, "send");
   staging.begin();
   staging.wait_inputs(d);
-  Engine& e = *context().engine;
+  Engine& e = *op_context(o).engine;
   e.post_send(r, d);
   e.wait(r, d);
   return Work();
@@ -103,7 +103,7 @@ int recv(const Tensor& t_arg, int src, const OpOptions& o) {
   Request r;
   const Deadline d = prepare(r, t, src, false, o, "recv");
   r.deadline = d;
-  Engine& e = *context().engine;
+  Engine& e = *op_context(o).engine;
   e.post_recv(r);
   e.wait(r, d);
   staging.end(r.received);  // what arrived goes to the device, in stream order

@@ -1,0 +1,119 @@
+// bootstrap and teardown: a process group's life over a store its members
+// share, whichever way they found it: init_process_group's init methods, or
+// a Communicator handed a store (torch's, in braid_torch).
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "common/errors.hpp"
+#include "common/log.hpp"
+#include "core/context.hpp"
+#include "core/cpu_sets.hpp"
+
+namespace braid {
+
+namespace {
+
+std::uint64_t random_u64() {
+  std::uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != sizeof v) v = std::random_device{}() ^ (std::uint64_t(getpid()) << 32);
+  return v | 1;  // never 0
+}
+
+}  // namespace
+
+void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> st, int rank, int world,
+               const std::string& store_host) {
+  // One job id, chosen by rank 0, lets sockets reject strays from other jobs.
+  std::uint64_t job_id;
+  if (rank == 0) {
+    job_id = random_u64();
+    st->set("job", store::to_bytes(fmt::format("{} {}", job_id, world)));
+  } else {
+    const auto v = store::to_string(st->get("job", c->timeout));
+    unsigned long long id = 0;
+    int w = 0;
+    if (std::sscanf(v.c_str(), "%llu %d", &id, &w) != 2)
+      fail(ErrorCode::Store, "the store holds a malformed job record '{}'", v);
+    if (w != world)
+      fail(ErrorCode::InvalidArgument, "rank {} was started with world_size {} but rank 0 with {}: every "
+           "rank must agree", rank, world, w);
+    job_id = id;
+  }
+
+  c->rank = rank;
+  c->world_size = world;
+  c->store = st;
+  EngineConfig ec{rank, world, job_id, c->timeout, store_host, c->backend};
+  c->engine = std::make_unique<Engine>(ec, st);
+
+  std::vector<int> all(static_cast<std::size_t>(world));
+  for (int i = 0; i < world; ++i) all[static_cast<std::size_t>(i)] = i;
+  c->world = Group(make_group(0, std::move(all), world, rank));
+  c->world.impl()->owner = c;
+  auto& wg = *c->world.impl();
+  // The world's definition: a rank that differs from the first says so in
+  // the store, so that after the rendezvous every rank reports it.
+  const std::string sig = group_signature(*c, wg);
+  const auto first = store::to_string(st->compare_set("group/0", {}, store::to_bytes(sig)));
+  if (first != sig) st->set("group/0/mismatch", store::to_bytes(mismatch_text(*c, wg, sig, first)));
+
+  // Rendezvous: init returns once every rank has published its address.
+  if (st->add("joined", 1) == world) st->set("ready", store::to_bytes("1"));
+  st->wait({"ready"}, c->timeout);
+  if (auto m = st->try_get("group/0/mismatch")) {
+    // Everyone fails; the host keeps the store up until all have read why.
+    const auto seen = st->add("group/0/mismatch_seen", 1);
+    if (c->server && seen < world) {
+      const auto limit = Deadline::after(std::min<Millis>(c->timeout, Millis(10000)));
+      while (!limit.expired() && st->add("group/0/mismatch_seen", 0) < world)
+        std::this_thread::sleep_for(Millis(2));
+    }
+    fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
+  }
+  learn_topology(*c, wg);
+  // Ranks pinned to distinct CPUs do not share them, though each sees one.
+  const int my_host = wg.host_of[static_cast<std::size_t>(rank)];
+  std::vector<std::string> local_cpus;
+  for (int r = 0; r < world; ++r)
+    if (wg.host_of[static_cast<std::size_t>(r)] == my_host)
+      local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), c->timeout)));
+  c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus),
+                             cpus::oversubscribed(local_cpus));
+}
+
+void teardown(Context& c) {
+  if (c.destroyed) return;
+  c.destroyed = true;
+  // Queued async collectives finish (or time out) before the transports go.
+  c.runner.reset();
+  const bool aborted = c.engine->aborted();
+  c.engine->shutdown();
+  try {
+    const auto left = c.store->add("left", 1);
+    // The host keeps the store up until everyone has left (bounded), since
+    // the others still read it to detect failures.
+    // After an abort the dead rank never arrives: wait for the survivors only
+    // (they read the store to learn of the abort).
+    const int expected = aborted && c.engine->abort_peer() >= 0 ? c.world_size - 1 : c.world_size;
+    if (c.server && left < expected) {
+      const auto limit = Deadline::after(std::min<Millis>(c.timeout, Millis(aborted ? 10000 : 30000)));
+      while (!limit.expired()) {
+        if (c.store->add("left", 0) >= expected) break;
+        std::this_thread::sleep_for(Millis(5));
+      }
+    }
+  } catch (const Error& e) {
+    BRAID_INFO("teardown: store unavailable: {}", e.what());
+  }
+  c.engine.reset();
+  c.store.reset();
+  c.server.reset();
+}
+
+}  // namespace braid

@@ -1,0 +1,297 @@
+#include "process_group.hpp"
+
+#include <map>
+
+#include "braid/error.hpp"
+#include "store_adapter.hpp"
+
+namespace braid_torch {
+
+ProcessGroupBraid::ProcessGroupBraid(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     std::chrono::milliseconds timeout, const std::string& backend,
+                                     const std::string& store_host)
+    : c10d::ProcessGroup(rank, size) {
+  // torch's store is already namespaced for this group (a PrefixStore per
+  // group name), so one communicator name serves every group.
+  comm_ = std::make_unique<braid::Communicator>(
+      std::make_shared<C10dStore>(store), rank, size,
+      braid::CommunicatorOptions{.backend = backend, .timeout = timeout, .name = "pg", .store_host = store_host});
+  init();
+}
+
+ProcessGroupBraid::~ProcessGroupBraid() = default;
+
+braid::OpOptions ProcessGroupBraid::options(std::chrono::milliseconds timeout) const {
+  braid::OpOptions o;
+  o.group = &comm_->group();
+  o.async_op = true;
+  if (timeout.count() > 0) o.timeout = timeout;  // kUnsetTimeout: the group's
+  return o;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::issued(c10d::OpType type, std::vector<braid::Work> works,
+                                                         std::vector<at::Tensor> outputs, Carry carry) {
+  return c10::make_intrusive<BraidWork>(rank_, type, std::move(works), std::move(outputs), std::move(carry),
+                                        &completer_);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::broadcast(std::vector<at::Tensor>& tensors,
+                                                            const c10d::BroadcastOptions& opts) {
+  const at::Tensor& t = single(tensors, "broadcast");
+  Carry carry;
+  auto v = view(t, true, carry, "broadcast", "tensor");
+  auto w = comm_->broadcast(v, static_cast<int>(opts.rootRank), options(opts.timeout));
+  return issued(c10d::OpType::BROADCAST, {std::move(w)}, tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allreduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "allreduce");
+  const auto op = reduce_op(opts.reduceOp, t.scalar_type(), "allreduce");
+  Carry carry;
+  auto v = view(t, true, carry, "allreduce", "tensor");
+  auto w = comm_->all_reduce(v, op, options(opts.timeout));
+  return issued(c10d::OpType::ALLREDUCE, {std::move(w)}, tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  // One flat buffer per dtype, one all_reduce each; the flat buffer is the
+  // stand-in its tensors are copied back from.
+  Carry carry;
+  std::vector<braid::Work> works;
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
+  for (auto& [dtype, ts] : by_dtype) {
+    const auto op = reduce_op(opts.reduceOp, dtype, "allreduce_coalesced");
+    std::vector<at::Tensor> flat_parts;
+    for (const auto& t : ts) flat_parts.push_back(t.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    int64_t off = 0;
+    for (const auto& t : ts) {
+      carry.copy_back.emplace_back(t, flat.narrow(0, off, t.numel()).view(t.sizes()));
+      off += t.numel();
+    }
+    Carry unused;
+    auto v = view(flat, false, unused, "allreduce_coalesced", "tensors");
+    carry.keep.push_back(flat);
+    works.push_back(comm_->all_reduce(v, op, options(opts.timeout)));
+  }
+  return issued(c10d::OpType::ALLREDUCE_COALESCED, std::move(works), tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::reduce(std::vector<at::Tensor>& tensors,
+                                                         const c10d::ReduceOptions& opts) {
+  const at::Tensor& t = single(tensors, "reduce");
+  const auto op = reduce_op(opts.reduceOp, t.scalar_type(), "reduce");
+  Carry carry;
+  auto v = view(t, true, carry, "reduce", "tensor");
+  auto w = comm_->reduce(v, static_cast<int>(opts.rootRank), op, options(opts.timeout));
+  return issued(c10d::OpType::REDUCE, {std::move(w)}, tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                            std::vector<at::Tensor>& inputs,
+                                                            const c10d::AllgatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "allgather");
+  if (outputs.size() != 1)
+    throw braid::Error(braid::ErrorCode::InvalidArgument, "allgather: expected one output list, got " +
+                                                              std::to_string(outputs.size()));
+  Carry carry;
+  auto vin = view(in, false, carry, "allgather", "input");
+  auto vouts = views(outputs[0], true, carry, "allgather", "output_tensor_list");
+  auto w = comm_->all_gather(vouts, vin, options(opts.timeout));
+  return issued(c10d::OpType::ALLGATHER, {std::move(w)}, outputs[0], std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::AllgatherOptions& opts) {
+  Carry carry;
+  auto vin = view(input, false, carry, "_allgather_base", "input");
+  auto vout = view(output, true, carry, "_allgather_base", "output");
+  auto w = comm_->all_gather_into_tensor(vout, vin, options(opts.timeout));
+  return issued(c10d::OpType::_ALLGATHER_BASE, {std::move(w)}, {output}, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  if (outputs.size() != inputs.size())
+    throw braid::Error(braid::ErrorCode::InvalidArgument,
+                       "allgather_coalesced: " + std::to_string(inputs.size()) + " inputs but " +
+                           std::to_string(outputs.size()) + " output lists: expected one list per input");
+  Carry carry;
+  std::vector<braid::Work> works;
+  std::vector<at::Tensor> results;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    auto vin = view(inputs[i], false, carry, "allgather_coalesced", "input");
+    auto vouts = views(outputs[i], true, carry, "allgather_coalesced", "output_tensor_lists");
+    works.push_back(comm_->all_gather(vouts, vin, options(opts.timeout)));
+    results.insert(results.end(), outputs[i].begin(), outputs[i].end());
+  }
+  return issued(c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(results), std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                         std::vector<at::Tensor>& inputs,
+                                                         const c10d::GatherOptions& opts) {
+  const at::Tensor& in = single(inputs, "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  Carry carry;
+  auto vin = view(in, false, carry, "gather", "input");
+  std::vector<braid::Tensor> vouts;
+  std::vector<at::Tensor> results;
+  if (getRank() == root) {
+    if (outputs.size() != 1)
+      throw braid::Error(braid::ErrorCode::InvalidArgument,
+                         "gather: the root expects one output list, got " + std::to_string(outputs.size()));
+    vouts = views(outputs[0], true, carry, "gather", "gather_list");
+    results = outputs[0];
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    throw braid::Error(braid::ErrorCode::InvalidArgument, "gather: only the root (rank " + std::to_string(root) +
+                                                              ") passes output tensors");
+  }
+  auto w = comm_->gather(vin, getRank() == root ? &vouts : nullptr, root, options(opts.timeout));
+  return issued(c10d::OpType::GATHER, {std::move(w)}, std::move(results), std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  Carry carry;
+  auto vout = view(out, true, carry, "scatter", "output");
+  std::vector<braid::Tensor> vins;
+  if (getRank() == root) {
+    if (inputs.size() != 1)
+      throw braid::Error(braid::ErrorCode::InvalidArgument,
+                         "scatter: the root expects one input list, got " + std::to_string(inputs.size()));
+    vins = views(inputs[0], false, carry, "scatter", "scatter_list");
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    throw braid::Error(braid::ErrorCode::InvalidArgument, "scatter: only the root (rank " + std::to_string(root) +
+                                                              ") passes input tensors");
+  }
+  auto w = comm_->scatter(vout, getRank() == root ? &vins : nullptr, root, options(opts.timeout));
+  return issued(c10d::OpType::SCATTER, {std::move(w)}, outputs, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<std::vector<at::Tensor>>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor& out = single(outputs, "reduce_scatter");
+  if (inputs.size() != 1)
+    throw braid::Error(braid::ErrorCode::InvalidArgument,
+                       "reduce_scatter: expected one input list, got " + std::to_string(inputs.size()));
+  const auto op = reduce_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+  Carry carry;
+  auto vout = view(out, true, carry, "reduce_scatter", "output");
+  auto vins = views(inputs[0], false, carry, "reduce_scatter", "input_list");
+  auto w = comm_->reduce_scatter(vout, vins, op, options(opts.timeout));
+  return issued(c10d::OpType::REDUCE_SCATTER, {std::move(w)}, outputs, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                       const c10d::ReduceScatterOptions& opts) {
+  const auto op = reduce_op(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
+  Carry carry;
+  auto vout = view(output, true, carry, "_reduce_scatter_base", "output");
+  auto vin = view(input, false, carry, "_reduce_scatter_base", "input");
+  auto w = comm_->reduce_scatter_tensor(vout, vin, op, options(opts.timeout));
+  return issued(c10d::OpType::_REDUCE_SCATTER_BASE, {std::move(w)}, {output}, std::move(carry));
+}
+
+namespace {
+
+// torch's splits count rows (the first dimension); Braid's count elements.
+std::vector<int64_t> element_splits(const std::vector<int64_t>& rows, const at::Tensor& t, const char* name) {
+  if (rows.empty()) return {};
+  const int64_t per_row = t.dim() == 0 || t.size(0) == 0 ? 0 : t.numel() / t.size(0);
+  std::vector<int64_t> out;
+  out.reserve(rows.size());
+  for (auto r : rows) {
+    if (r < 0)
+      throw braid::Error(braid::ErrorCode::InvalidArgument,
+                         std::string("alltoall_base: ") + name + " has a negative entry (" + std::to_string(r) + ")");
+    out.push_back(r * per_row);
+  }
+  return out;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                                std::vector<int64_t>& output_splits,
+                                                                std::vector<int64_t>& input_splits,
+                                                                const c10d::AllToAllOptions& opts) {
+  Carry carry;
+  auto vout = view(output, true, carry, "alltoall_base", "output");
+  auto vin = view(input, false, carry, "alltoall_base", "input");
+  const auto os = element_splits(output_splits, output, "output_split_sizes");
+  const auto is = element_splits(input_splits, input, "input_split_sizes");
+  braid::Work w;
+  if (os.empty() && is.empty()) {
+    w = comm_->all_to_all_single(vout, vin, options(opts.timeout));
+  } else {
+    // One side given: the other splits evenly, as torch does.
+    auto even = [&](const at::Tensor& t) {
+      const int n = getSize();
+      const int64_t rows = t.dim() == 0 ? 0 : t.size(0);
+      if (rows % n != 0)
+        throw braid::Error(braid::ErrorCode::InvalidArgument,
+                           "alltoall_base: " + std::to_string(rows) + " rows do not split evenly over " +
+                               std::to_string(n) + " ranks: pass split sizes");
+      return element_splits(std::vector<int64_t>(static_cast<std::size_t>(n), rows / n), t, "splits");
+    };
+    w = comm_->all_to_all_single(vout, vin, os.empty() ? even(output) : os, is.empty() ? even(input) : is,
+                                 options(opts.timeout));
+  }
+  return issued(c10d::OpType::ALLTOALL_BASE, {std::move(w)}, {output}, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::alltoall(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllToAllOptions& opts) {
+  Carry carry;
+  auto vouts = views(outputs, true, carry, "alltoall", "output_tensor_list");
+  auto vins = views(inputs, false, carry, "alltoall", "input_tensor_list");
+  auto w = comm_->all_to_all(vouts, vins, options(opts.timeout));
+  return issued(c10d::OpType::ALLTOALL, {std::move(w)}, outputs, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  const at::Tensor& t = single(tensors, "send");
+  Carry carry;
+  auto v = view(t, false, carry, "send", "tensor");
+  auto o = options({});
+  o.tag = tag;
+  auto w = comm_->isend(v, dst, o);
+  return issued(c10d::OpType::SEND, {std::move(w)}, {}, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  const at::Tensor& t = single(tensors, "recv");
+  Carry carry;
+  auto v = view(t, true, carry, "recv", "tensor");
+  auto o = options({});
+  o.tag = tag;
+  auto w = comm_->irecv(v, src, o);
+  return issued(c10d::OpType::RECV, {std::move(w)}, tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const at::Tensor& t = single(tensors, "recvAnysource");
+  Carry carry;
+  auto v = view(t, true, carry, "recvAnysource", "tensor");
+  auto o = options({});
+  o.tag = tag;
+  auto w = comm_->irecv(v, braid::ANY_SOURCE, o);
+  return issued(c10d::OpType::RECVANYSOURCE, {std::move(w)}, tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::barrier(const c10d::BarrierOptions& opts) {
+  auto w = comm_->barrier(options(opts.timeout));
+  return issued(c10d::OpType::BARRIER, {std::move(w)}, {}, Carry{});
+}
+
+}  // namespace braid_torch

@@ -451,8 +451,8 @@ void Engine::deliver_arrived(int src, const Envelope& env, const void* payload, 
                              Transport* from) {
   if (Request* r = matcher_.take_posted(src, env)) {
     r->source = src;
-    if (bytes > r->bytes) {
-      complete(*r, truncation_error(bytes, src, env.tag, r->bytes));
+    if (auto err = receive_error(*r, src, env, bytes)) {
+      complete(*r, err);
       return;
     }
     if (bytes) std::memcpy(r->buf, payload, bytes);
@@ -474,8 +474,8 @@ void Engine::deliver_arrived(int src, const Envelope& env, const void* payload, 
 
 void Engine::deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned) {
   r.source = u.src;
-  if (u.bytes > r.bytes) {
-    complete(r, truncation_error(u.bytes, u.src, u.env.tag, r.bytes));
+  if (auto err = receive_error(r, u.src, u.env, u.bytes)) {
+    complete(r, err);
     if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
     else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
       u.transport->claim(std::move(owned), nullptr);

@@ -240,7 +240,7 @@ struct Runner {
     switch (s.kind) {
       case plan::StepKind::Send:
         r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
-        r.env = Envelope{coll_ctx(*call.group), tag};
+        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype)};
         r.buf = ptr(s.src);
         r.bytes = bytes(s.src);
         r.timeout = call.timeout;
@@ -249,7 +249,7 @@ struct Runner {
       case plan::StepKind::Recv:
       case plan::StepKind::RecvReduce:
         r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
-        r.env = Envelope{coll_ctx(*call.group), tag};
+        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype)};
         r.buf = s.kind == plan::StepKind::Recv
                     ? ptr(s.dst)
                     : stage + static_cast<std::size_t>(call.plan->stage_offset[static_cast<std::size_t>(i)]) * elem;
@@ -281,12 +281,19 @@ struct Runner {
   void complete(std::int32_t i) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(i)];
     Request& r = reqs[static_cast<std::size_t>(i)];
-    e.rethrow(r);
+    try {
+      e.rethrow(r);
+    } catch (const Error& x) {
+      // A receive that refused its message (receive_error): say which op.
+      if (x.code() != ErrorCode::InvalidArgument || s.kind == plan::StepKind::Send) throw;
+      throw Error(x.code(), fmt::format("{}: {}", call.what, x.what()), x.peer());
+    }
     if (s.kind != plan::StepKind::Send && r.received != r.bytes)
       throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must "
+                  fmt::format("{}: rank {} sent {}[{}] ({} bytes) where this rank expected {}[{}]: every rank must "
                               "pass the same counts, dtype and root",
-                              call.what, r.source, r.received, r.bytes),
+                              call.what, r.source, dtype_name(call.dtype), r.received / elem, r.received,
+                              dtype_name(call.dtype), r.bytes / elem),
                   r.source);
     if (s.kind == plan::StepKind::RecvReduce)
       reduction::reduce_into(ptr(s.dst), r.buf, s.dst.count, call.dtype, call.op);

@@ -137,6 +137,17 @@ struct ExecCall {
   void* stream = nullptr;
 };
 
+// What a peer must run alike for this call, as one word published with its
+// buffers, fast-box flags and Window::doing: the plan's shape (24 bits of
+// it) over this call's reduce op and dtype (4 bits each, + 1), which
+// plans shared between dtypes of one size do not include. The low byte
+// survives into a fast-box flag word, so a peer's dtype and op can be read
+// back from any of them (describe_shape).
+inline std::uint32_t shape_of(const ExecCall& c) {
+  return (c.plan->shape << 8) | ((static_cast<std::uint32_t>(c.op) + 1) << 4) |
+         (static_cast<std::uint32_t>(c.dtype) + 1);
+}
+
 // Runs the plan to completion on the calling thread; throws braid::Error on
 // timeout or failure (after withdrawing whatever it still had in flight).
 void execute(Engine& engine, const ExecCall& call);
@@ -171,7 +182,7 @@ inline std::uint64_t call_identity(const ExecCall& c) {
 class Doing {
  public:
   Doing(shm::Window& w, bool one_sided, const ExecCall& c) : w_(w), one_sided_(one_sided) {
-    w_.doing(one_sided_, call_identity(c), c.plan->shape);
+    w_.doing(one_sided_, call_identity(c), shape_of(c));
   }
   ~Doing() { w_.doing(one_sided_, 0); }
   Doing(const Doing&) = delete;

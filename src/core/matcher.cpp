@@ -7,14 +7,33 @@
 
 namespace braid {
 
-std::exception_ptr truncation_error(std::size_t message_bytes, int src, std::int64_t tag,
-                                    std::size_t buffer_bytes) {
-  return std::make_exception_ptr(Error(
-      ErrorCode::InvalidArgument,
-      fmt::format("message of {} bytes from rank {} (tag {}) does not fit the receive buffer of {} bytes: "
-                  "receive sizes must be at least the send size",
-                  message_bytes, src, tag, buffer_bytes),
-      src));
+namespace {
+
+// "int64[4] (32 bytes)", or "32 bytes" where the dtype was not said.
+std::string sized(std::uint8_t dtype, std::size_t bytes) {
+  if (dtype == 0 || dtype > kNumDTypes) return fmt::format("{} bytes", bytes);
+  const auto d = static_cast<DType>(dtype - 1);
+  const auto es = dtype_size(d);
+  if (bytes % es != 0) return fmt::format("{} bytes of {}", bytes, dtype_name(d));
+  return fmt::format("{}[{}] ({} bytes)", dtype_name(d), bytes / es, bytes);
+}
+
+}  // namespace
+
+std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes) {
+  const bool other_dtype = env.dtype != 0 && r.env.dtype != 0 && env.dtype != r.env.dtype;
+  if (!other_dtype && bytes <= r.bytes) return nullptr;
+  const std::string theirs = sized(env.dtype, bytes), mine = sized(r.env.dtype, r.bytes);
+  std::string text =
+      other_dtype
+          ? fmt::format("rank {} sent {} but this rank receives into {}: both sides must use the same dtype", src,
+                        theirs, mine)
+          : fmt::format("rank {} sent {} but this rank receives into {}: a receive must be at least as large as "
+                        "the message", src, theirs, mine);
+  // Point-to-point contexts are even (context.hpp): their tags are the
+  // user's. A collective's runner names its op instead.
+  if (env.ctx % 2 == 0) text = fmt::format("recv: {} (tag {})", text, env.tag);
+  return std::make_exception_ptr(Error(ErrorCode::InvalidArgument, text, src));
 }
 
 bool Matcher::matches(const Request& r, int src, const Envelope& env) {

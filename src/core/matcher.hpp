@@ -43,10 +43,11 @@ struct Unexpected {
   Request* local_send = nullptr;   // Local
 };
 
-// The error of a receive whose buffer is smaller than the message that
-// matched it (the message is consumed and dropped; the sender is not told).
-std::exception_ptr truncation_error(std::size_t message_bytes, int src, std::int64_t tag,
-                                    std::size_t buffer_bytes);
+// Whether message `env` of `bytes` from `src` may land in receive r: null if
+// so, else the receive's error: a buffer smaller than the message, or a
+// dtype other than the sender's (the message is then consumed and dropped;
+// the sender is not told). The text names both sides' dtype and size.
+std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes);
 
 class Matcher {
  public:

@@ -225,7 +225,7 @@ struct OneSidedRunner {
       sd.cuda = c.device + 1;
       sd.stamp = c.ticket + 1;
     }
-    sd.shape = c.plan->shape;
+    sd.shape = shape_of(c);
     w.publish(parity, 2, sd);
     sched.begin(*c.plan);
     pending.clear();
@@ -234,14 +234,14 @@ struct OneSidedRunner {
   void publish(int which, const void* p, std::size_t bytes) {
     if (!dev) {
       shm::BufDesc d = describe(p, bytes);
-      d.shape = call.plan->shape;
+      d.shape = shape_of(call);
       w.publish(parity, which, d);
       return;
     }
     shm::IpcDesc ipc;
     shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
     d.stamp = call.ticket + 1;
-    d.shape = call.plan->shape;
+    d.shape = shape_of(call);
     w.publish_ipc(parity, which, ipc);
     w.publish(parity, which, d);
   }
@@ -309,7 +309,7 @@ struct OneSidedRunner {
     const std::size_t lines = lines_of(bytes);
     char* msg = box_at(i, w.me(), s.peer);
     const char* src = ptr(s.src);
-    const std::uint64_t flag = flag_word(call.ticket, bytes, call.plan->shape);
+    const std::uint64_t flag = flag_word(call.ticket, bytes, shape_of(call));
     const std::size_t full = bytes / kLineData;  // lines filled whole: a fixed-size copy each
     for (std::size_t k = 0; k < lines; ++k) {
       if (k < full) std::memcpy(msg + k * 64, src + k * kLineData, kLineData);
@@ -342,7 +342,7 @@ struct OneSidedRunner {
     const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
     const char* msg = box_at(i, s.peer, w.me());
     Pending p{i, s.peer, 0, flag_of(msg, lines_of(bytes) - 1), flag_of(msg, 0),
-              flag_word(call.ticket, bytes, call.plan->shape)};
+              flag_word(call.ticket, bytes, shape_of(call))};
     if (!box_arrived(p)) {
       pending.push_back(p);
       return false;
@@ -362,11 +362,12 @@ struct OneSidedRunner {
     if ((got & ticket_mask) == (p.want & ticket_mask) && got != p.want) {
       if (flag_bytes(got) != flag_bytes(p.want))
         throw Error(ErrorCode::InvalidArgument,
-                    fmt::format("{}: rank {} sent {} bytes where this rank expected {}: every rank must pass the same "
-                                "counts, dtype and root",
-                                call.what, w.world_rank(p.peer), flag_bytes(got), flag_bytes(p.want)),
+                    fmt::format("{}: rank {} sent {} bytes where this rank expected {}[{}] ({} bytes): every rank "
+                                "must pass the same counts, dtype and root",
+                                call.what, w.world_rank(p.peer), flag_bytes(got), dtype_name(call.dtype),
+                                flag_bytes(p.want) / elem, flag_bytes(p.want)),
                     w.world_rank(p.peer));
-      throw other_arguments(p.peer);
+      throw other_arguments(p.peer, static_cast<std::uint32_t>(got >> (kFlagTicketBits + kFlagSizeBits)));
     }
     return false;
   }
@@ -418,7 +419,7 @@ struct OneSidedRunner {
                               call.what, peer),
                   peer);
     // After the kind of memory: that message says more than this one.
-    if (d->shape != call.plan->shape) throw other_arguments(s.peer);
+    if (d->shape != shape_of(call)) throw other_arguments(s.peer, d->shape);
     const auto off = static_cast<std::uint64_t>(theirs.offset) * elem;
     const auto bytes = static_cast<std::uint64_t>(theirs.count) * elem;
     if (off + bytes > d->bytes || d->addr == 0)
@@ -556,12 +557,28 @@ struct OneSidedRunner {
   }
 
   // The peer runs this call with another shape (CompiledPlan::shape).
-  Error other_arguments(int peer) const {
+  // `theirs`: the peer's shape_of word (or its low byte and more).
+  Error other_arguments(int peer, std::uint32_t theirs) const {
+    const std::uint32_t mine = shape_of(call);
+    const unsigned their_dtype = theirs & 0xf, their_op = (theirs >> 4) & 0xf;
+    const int who = w.world_rank(peer);
+    if (their_dtype != (mine & 0xf) && their_dtype >= 1 && their_dtype <= kNumDTypes)
+      return Error(ErrorCode::InvalidArgument,
+                   fmt::format("{}: rank {} passed {} where this rank passed {}[{}]: every rank must pass the same "
+                               "dtype and counts", call.what, who, dtype_name(static_cast<DType>(their_dtype - 1)),
+                               dtype_name(call.dtype), call.plan->plan->args.count),
+                   who);
+    if (their_op != ((mine >> 4) & 0xf) && their_op >= 1 && their_op <= 8)
+      return Error(ErrorCode::InvalidArgument,
+                   fmt::format("{}: rank {} passed ReduceOp {} where this rank passed {}: every rank must pass the "
+                               "same op", call.what, who, reduce_op_name(static_cast<ReduceOp>(their_op - 1)),
+                               reduce_op_name(call.op)),
+                   who);
     return Error(ErrorCode::InvalidArgument,
-                 fmt::format("{}: rank {} runs this call with other arguments than this rank (count, dtype, root or "
+                 fmt::format("{}: rank {} runs this call with other arguments than this rank ({}[{}], root or "
                              "algorithm): every rank must pass the same counts, dtype and root",
-                             call.what, w.world_rank(peer)),
-                 w.world_rank(peer));
+                             call.what, who, dtype_name(call.dtype), call.plan->plan->args.count),
+                 who);
   }
 
   // A peer marked its window failed (executor.hpp, peer_gave_up).
@@ -616,8 +633,8 @@ struct OneSidedRunner {
           throw runs_otherwise(call, w.world_rank(p.peer), false);
         // It runs this call on the window too, but with other arguments
         // (its plan may never send what we wait for).
-        if (w.peer_doing(p.peer, true) == call_identity(call) && w.peer_doing_shape(p.peer) != call.plan->shape)
-          throw other_arguments(p.peer);
+        if (w.peer_doing(p.peer, true) == call_identity(call) && w.peer_doing_shape(p.peer) != shape_of(call))
+          throw other_arguments(p.peer, w.peer_doing_shape(p.peer));
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();

@@ -53,7 +53,7 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
   check_tensor(t, "tensor", op);
   if (is_send || peer != ANY_SOURCE) check_member(g, peer, is_send ? "dst" : "src", op);
   r.peer = peer;
-  r.env = Envelope{p2p_ctx(g), o.tag};
+  r.env = Envelope{p2p_ctx(g), o.tag, wire_dtype(t.dtype)};
   r.buf = t.data;
   r.bytes = t.nbytes();
   r.timeout = op_timeout(o);

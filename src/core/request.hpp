@@ -12,6 +12,7 @@
 #include <exception>
 #include <memory>
 
+#include "braid/tensor.hpp"
 #include "common/time.hpp"
 #include "wire.hpp"
 
@@ -20,11 +21,18 @@ namespace braid {
 class Connection;
 
 // Where a message matches: a context (one per group and per kind of traffic)
-// and a tag inside it.
+// and a tag inside it. `dtype` does not take part in matching: it says what
+// the sender's elements are (0: unsaid, else DType + 1), so that a receive of
+// another dtype fails naming both sides instead of reinterpreting the bytes
+// (receive_error in matcher.hpp). Every transport carries it in a spare byte
+// of its message header.
 struct Envelope {
   std::uint32_t ctx = 0;
   std::int64_t tag = 0;
+  std::uint8_t dtype = 0;
 };
+
+inline std::uint8_t wire_dtype(DType d) { return static_cast<std::uint8_t>(static_cast<unsigned>(d) + 1); }
 
 struct Request {
   enum class Kind : std::uint8_t { Send, Recv };

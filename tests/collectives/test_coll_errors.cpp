@@ -183,3 +183,27 @@ TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught a
   INFO(describe(res2));
   REQUIRE(all_ok(res2));
 }
+
+// Same bytes, another dtype: without the dtype on the wire (messages) and in
+// the call's shape (one-sided plans, fast boxes) the bytes would simply be
+// reinterpreted. Every algorithm and size class: each rank's error names
+// both dtypes.
+TEST_CASE("ranks that disagree on the dtype at equal byte sizes get errors naming both", "[collectives][errors]") {
+  for (std::size_t count : {std::size_t{4}, std::size_t{1} << 16}) {
+    for (const char* algo : {static_cast<const char*>(nullptr), "ring", "recursive_doubling"}) {
+      auto res = run_ranks(2, [&](int rank, int) {
+        init_env();
+        std::vector<std::int32_t> i(count, 7);
+        std::vector<float> f(count, 1.0f);
+        const braid::Tensor t = rank == 0 ? braid::tensor(f) : braid::tensor(i);
+        auto e = expect_error([&] { braid::all_reduce(t, ReduceOp::Sum, {.timeout = std::chrono::seconds(20), .algorithm = algo}); },
+                              ErrorCode::InvalidArgument, rank == 0 ? "int32" : "float32");
+        RANK_CHECK_MSG(std::string(e.what()).find(rank == 0 ? "float32" : "int32") != std::string::npos, e.what());
+        RANK_CHECK_MSG(std::string(e.what()).find("all_reduce") != std::string::npos, e.what());
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the peer meets the mismatch, not our exit
+      });
+      INFO("count " << count << " algorithm " << (algo ? algo : "auto") << ": " << describe(res));
+      REQUIRE(all_ok(res));
+    }
+  }
+}

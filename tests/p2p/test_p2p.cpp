@@ -7,9 +7,12 @@
 #include <set>
 #include <thread>
 
+#include <fmt/core.h>
+
 #include "mp/harness.hpp"
 
 using namespace braid_test;
+using braid::ErrorCode;
 
 namespace {
 
@@ -227,6 +230,37 @@ TEST_CASE("a receive buffer that is too small fails on the receiver only", "[p2p
         RANK_CHECK(ok[3] == 5);
       }
     }
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+// The seed document's mistake: int64 sent, float32 received. Equal byte
+// sizes included, eager and rendezvous alike, the receive fails naming both
+// sides' dtype and size; the sender and the process live on.
+TEST_CASE("a receive of another dtype fails naming both sides", "[p2p][errors]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    for (std::size_t n : {std::size_t{4}, std::size_t{1} << 20}) {
+      if (rank == 0) {
+        std::vector<std::int64_t> v(n, 3);
+        braid::send(braid::tensor(v), 1);
+      } else {
+        std::vector<float> r(2 * n);
+        auto e = expect_error([&] { braid::recv(braid::tensor(r), 0); }, ErrorCode::InvalidArgument,
+                              fmt::format("int64[{}] ({} bytes)", n, 8 * n));
+        RANK_CHECK_MSG(std::string(e.what()).find(fmt::format("float32[{}]", 2 * n)) != std::string::npos, e.what());
+        RANK_CHECK(e.peer() == 0);
+      }
+      // Still usable: a matching exchange afterwards.
+      std::vector<std::int64_t> ok(3, rank == 0 ? 11 : 0);
+      if (rank == 0) braid::send(braid::tensor(ok), 1);
+      else {
+        braid::recv(braid::tensor(ok), 0);
+        RANK_CHECK(ok[2] == 11);
+      }
+    }
+    braid::barrier();
   });
   INFO(describe(res));
   REQUIRE(all_ok(res));

@@ -232,6 +232,7 @@ void ShmTransport::send(Request& r) {
   shm::RecordHeader h{};
   h.ctx = r.env.ctx;
   h.tag = r.env.tag;
+  h.reserved[0] = r.env.dtype;
   h.bytes = r.bytes;
   if (r.bytes <= eager_limit_) {
     h.type = shm::RecordType::Eager;
@@ -246,15 +247,15 @@ void ShmTransport::send(Request& r) {
 }
 
 void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload) {
-  e_.deliver_arrived(src, Envelope{h.ctx, h.tag}, payload, static_cast<std::size_t>(h.bytes), this);
+  e_.deliver_arrived(src, Envelope{h.ctx, h.tag, h.reserved[0]}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
-  const Envelope env{h.ctx, h.tag};
+  const Envelope env{h.ctx, h.tag, h.reserved[0]};
   if (Request* r = e_.matcher().take_posted(src, env)) {
     r->source = src;
-    if (h.bytes > r->bytes) {
-      e_.complete(*r, truncation_error(h.bytes, src, h.tag, r->bytes));
+    if (auto err = receive_error(*r, src, env, static_cast<std::size_t>(h.bytes))) {
+      e_.complete(*r, err);
       r = nullptr;
     } else {
       r->received = static_cast<std::size_t>(h.bytes);

@@ -237,15 +237,15 @@ void Connection::handle_header() {
         broken(fmt::format("sent an eager frame of {} bytes (limit {})", h.bytes, kMaxEagerPayload));
         return;
       }
-      const Envelope env{h.ctx, h.tag};
+      const Envelope env{h.ctx, h.tag, h.reserved};
       const auto bytes = static_cast<std::size_t>(h.bytes);
       Request* r = t_.engine().matcher().take_posted(peer_, env);
       remaining_ = bytes;
       if (r) {
         r->source = peer_;
-        if (bytes > r->bytes) {
+        if (auto err = receive_error(*r, peer_, env, bytes)) {
           // The receive fails; the message is consumed and dropped.
-          t_.engine().complete(*r, truncation_error(bytes, peer_, h.tag, r->bytes));
+          t_.engine().complete(*r, err);
           rstate_ = ReadState::Discard;
         } else {
           r->received = bytes;

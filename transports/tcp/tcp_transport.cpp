@@ -100,11 +100,13 @@ void TcpTransport::send(Request& r) {
   Connection* c = out_[static_cast<std::size_t>(r.peer)];
   if (r.bytes <= eager_limit_) {
     r.frame = wire::make_header(wire::FrameType::Eager, r.env.ctx, r.env.tag, r.bytes);
+    r.frame.reserved = r.env.dtype;
     r.frame_payload = r.bytes;
   } else {
     r.token = next_token_++;
     rts_out_[r.token] = &r;
     r.frame = wire::make_header(wire::FrameType::Rts, r.env.ctx, r.env.tag, r.bytes, r.token);
+    r.frame.reserved = r.env.dtype;
     r.frame_payload = 0;
   }
   c->enqueue(r);
@@ -131,7 +133,7 @@ void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token,
 }
 
 void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
-  const Envelope env{h.ctx, h.tag};
+  const Envelope env{h.ctx, h.tag, h.reserved};
   const auto bytes = static_cast<std::size_t>(h.bytes);
   Request* r = e_.matcher().take_posted(c.peer(), env);
   if (!r) {
@@ -146,9 +148,9 @@ void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
     e_.matcher().add_unexpected(std::move(u));
     return;
   }
-  if (bytes > r->bytes) {
+  if (auto err = receive_error(*r, c.peer(), env, bytes)) {
     r->source = c.peer();
-    e_.complete(*r, truncation_error(bytes, c.peer(), h.tag, r->bytes));
+    e_.complete(*r, err);
     r = nullptr;
   }
   send_cts(c, r, h.id, bytes);

@@ -27,7 +27,7 @@ using verbs::MsgHeader;
 using verbs::WrKind;
 
 void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
-  const Envelope env{h.ctx, h.tag};
+  const Envelope env{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)};
   const auto bytes = static_cast<std::size_t>(h.bytes);
   Request* r = e_.matcher().take_posted(c.peer, env);
   if (!r) {
@@ -44,8 +44,8 @@ void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
     return;
   }
   r->source = c.peer;
-  if (bytes > r->bytes) {
-    e_.complete(*r, truncation_error(bytes, c.peer, h.tag, r->bytes));
+  if (auto err = receive_error(*r, c.peer, env, bytes)) {
+    e_.complete(*r, err);
     send_fin(c, h.token, verbs::kFinDropped);
     return;
   }

@@ -222,7 +222,7 @@ void VerbsTransport::on_message(Conn& c, std::uint32_t index, std::uint32_t len)
 }
 
 void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8_t* payload) {
-  e_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag}, payload, static_cast<std::size_t>(h.bytes), this);
+  e_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 // --- sending -----------------------------------------------------------------
@@ -277,6 +277,7 @@ bool VerbsTransport::post_data(Conn& c, Request& r) {
   MsgHeader h{};
   h.ctx = r.env.ctx;
   h.tag = r.env.tag;
+  h.reserved = r.env.dtype;
   h.bytes = r.bytes;
   if (r.bytes <= c.eager_limit) {
     h.type = static_cast<std::uint8_t>(MsgType::Eager);

@@ -1,6 +1,7 @@
 #include "work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <pybind11/pybind11.h>
 
 #include "braid/error.hpp"
 
@@ -128,7 +129,16 @@ Completer::~Completer() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (!thread_.joinable()) return;
+  // The thread may need the GIL (a Python callback chained on a Future, or
+  // the last reference to a tensor Python also holds): a process group
+  // dropped from Python is destroyed with the GIL held, so let go of it.
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release nogil;
+    thread_.join();
+  } else {
+    thread_.join();
+  }
 }
 
 void Completer::add(c10::intrusive_ptr<BraidWork> w) {

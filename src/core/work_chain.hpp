@@ -1,6 +1,8 @@
-// One Work for an operation made of several async collectives plus a step
-// after them (all_reduce_coalesced: one all_reduce per dtype, then the
-// results copied out of the packed buffers).
+// Steps that run on the async runner, in order with async collectives: one
+// Work for an operation made of several async collectives plus a step after
+// them (all_reduce_coalesced: one all_reduce per dtype, then the results
+// copied out of the packed buffers), and a step before the next collective
+// (Bucketer: a bucket packed off the caller's thread).
 #pragma once
 
 #include <functional>
@@ -20,5 +22,11 @@ namespace braid::detail {
 // if `then` throws, the Work fails with that. `deadline`: the latest of the
 // parts' deadlines, for Work::wait()'s own limit.
 Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline);
+
+// Queues `job` on the async runner: it runs after every async collective
+// this process issued before it and before every one issued after it (so it
+// may fill a buffer the next async collective reads). It must not throw;
+// whatever it captures must stay valid until it has run.
+void run_on_runner(std::function<void()> job);
 
 }  // namespace braid::detail

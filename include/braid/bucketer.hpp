@@ -25,8 +25,10 @@
 // collectives in the same order, whatever order its tensors become ready in).
 // A bucket of one tensor is reduced in place; a bucket of several is packed
 // into a buffer of its own (from braid::mem_alloc, so ranks on one host read
-// each other's in place): a tensor is copied in when it is marked and its
-// result copied back in wait().
+// each other's in place). The copies into and out of that buffer run on
+// Braid's async thread, right before and after the bucket's all_reduce, so
+// mark_ready only counts and returns; a tensor may receive its result any
+// time after it is marked, and has it for certain once wait() returns.
 //
 // Rules, each checked with a braid::Error naming the tensor and its bucket:
 // index in range (InvalidArgument), a tensor marked at most once per round

@@ -4,7 +4,9 @@
 // it runs. Buckets of about bucket_bytes are reduced in the background as
 // soon as their last tensor is ready, so most communication hides behind the
 // rest of the backward pass. Built on the public API (async all_reduce on
-// mem_alloc buffers); how buckets are formed is in include/braid/bucketer.hpp.
+// mem_alloc buffers) plus the runner steps of core/work_chain.hpp, which
+// move the copies into and out of the buckets off the caller's thread; how
+// buckets are formed is in include/braid/bucketer.hpp.
 #include "braid/bucketer.hpp"
 
 #include <cstring>
@@ -15,6 +17,8 @@
 #include "braid/memory.hpp"
 #include "braid/process_group.hpp"
 #include "common/errors.hpp"
+#include "core/context.hpp"
+#include "core/work_chain.hpp"
 
 namespace braid {
 
@@ -23,15 +27,33 @@ constexpr const char* kWhat = "Bucketer";
 }
 
 struct Bucketer::Impl {
+  struct Packed {
+    void* buffer = nullptr;  // mem_alloc'd
+    std::vector<Tensor> views;
+    std::vector<std::size_t> offset;  // of each view in the buffer
+    ~Packed() { mem_free(buffer); }
+    void pack() const {
+      for (std::size_t s = 0; s < views.size(); ++s)
+        if (views[s].nbytes()) std::memcpy(static_cast<char*>(buffer) + offset[s], views[s].data, views[s].nbytes());
+    }
+    void unpack() const {
+      for (std::size_t s = 0; s < views.size(); ++s)
+        if (views[s].nbytes())
+          std::memcpy(views[s].data, static_cast<const char*>(buffer) + offset[s], views[s].nbytes());
+    }
+  };
   struct Bucket {
     DType dtype;
     std::vector<std::size_t> members;  // registration indices, in buffer order
-    std::vector<std::size_t> offset;   // byte offset of each member in `buffer`
+    std::vector<std::size_t> offset;   // byte offset of each member in the buffer
     std::size_t bytes = 0;
     std::int64_t count = 0;
-    void* buffer = nullptr;  // mem_alloc'd; null for a bucket of one tensor (reduced in place)
-    std::size_t pending = 0;  // members not yet marked this round
-    Work work;                // this round's all_reduce, once started
+    // A bucket of several tensors: its buffer and where each member goes,
+    // shared with the runner's pack and unpack jobs (which may outlive a
+    // failed launch). Null for a bucket of one tensor (reduced in place).
+    std::shared_ptr<Packed> packed;
+    std::size_t pending = 0;    // members not yet marked this round
+    Work work;                  // this round's all_reduce (and unpack), once started
   };
 
   std::vector<Tensor> tensors;
@@ -40,19 +62,17 @@ struct Bucketer::Impl {
   std::vector<Bucket> buckets;
   std::vector<std::vector<std::size_t>> layout;  // buckets() answer
   std::vector<std::size_t> bucket_of;            // per tensor
-  std::vector<std::size_t> slot_of;              // per tensor: its place in its bucket
   std::vector<bool> marked;                      // per tensor, this round
   std::size_t next_launch = 0;                   // buckets before it have started
   std::mutex mu;
 
   ~Impl() {
-    // The all_reduces in flight use the buffers: let them finish first.
+    // The all_reduces in flight use the tensors: let them finish first.
     for (Bucket& b : buckets) {
       try {
         b.work.wait();
       } catch (...) {
       }
-      mem_free(b.buffer);
     }
   }
 
@@ -62,19 +82,26 @@ struct Bucketer::Impl {
                      // A packed bucket came from mem_alloc on every rank alike
                      // (the layout is the same everywhere), so peers on this
                      // host may read and write it in place.
-                     .shareable_buffers = b.buffer != nullptr};
-  }
-
-  Tensor bucket_tensor(const Bucket& b) const {
-    return b.buffer ? tensor(b.buffer, b.count, b.dtype) : tensors[b.members[0]];
+                     .shareable_buffers = b.packed != nullptr};
   }
 
   // Starts every bucket, in order, whose tensors are all marked and whose
-  // predecessors have started (under mu).
+  // predecessors have started (under mu). A packed bucket is filled and
+  // emptied on the async runner, right before and after its all_reduce
+  // there: the caller's thread only counts, and goes on with its backward
+  // pass while the runner copies and reduces.
   void launch_ready() {
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       Bucket& b = buckets[next_launch];
-      b.work = all_reduce(bucket_tensor(b), op, op_options(b));
+      if (!b.packed) {
+        b.work = all_reduce(tensors[b.members[0]], op, op_options(b));
+      } else {
+        detail::run_on_runner([p = b.packed] { p->pack(); });
+        const OpOptions o = op_options(b);
+        Work reduced = all_reduce(tensor(b.packed->buffer, b.count, b.dtype), op, o);
+        b.work = detail::chain_after({std::move(reduced)}, [p = b.packed] { p->unpack(); },
+                                     Deadline::after(op_timeout(o)));
+      }
       ++next_launch;
     }
   }
@@ -100,7 +127,6 @@ Bucketer::Bucketer(std::vector<Tensor> tensors, const BucketOptions& options) : 
   if (options.group) m.group = *options.group;
   const std::size_t n = m.tensors.size();
   m.bucket_of.assign(n, 0);
-  m.slot_of.assign(n, 0);
 
   // Reverse registration order; one open bucket per dtype, closed when the
   // next tensor of its dtype would take it past bucket_bytes.
@@ -117,7 +143,6 @@ Bucketer::Bucketer(std::vector<Tensor> tensors, const BucketOptions& options) : 
     }
     Impl::Bucket& b = m.buckets[o];
     m.bucket_of[k] = o;
-    m.slot_of[k] = b.members.size();
     b.members.push_back(k);
     b.offset.push_back(b.bytes);
     b.bytes += t.nbytes();
@@ -125,7 +150,12 @@ Bucketer::Bucketer(std::vector<Tensor> tensors, const BucketOptions& options) : 
   }
   for (Impl::Bucket& b : m.buckets) {
     m.layout.push_back(b.members);
-    if (b.members.size() > 1 && b.bytes > 0) b.buffer = mem_alloc(b.bytes);
+    if (b.members.size() > 1 && b.bytes > 0) {
+      b.packed = std::make_shared<Impl::Packed>();
+      b.packed->buffer = mem_alloc(b.bytes);
+      for (std::size_t i : b.members) b.packed->views.push_back(m.tensors[i]);
+      b.packed->offset = b.offset;
+    }
   }
   m.start_round();
 }
@@ -148,9 +178,6 @@ void Bucketer::mark_ready(std::size_t index) {
          "then wait()",
          kWhat, index, bi);
   Impl::Bucket& b = m.buckets[bi];
-  if (b.buffer && m.tensors[index].nbytes())
-    std::memcpy(static_cast<char*>(b.buffer) + b.offset[m.slot_of[index]], m.tensors[index].data,
-                m.tensors[index].nbytes());
   m.marked[index] = true;
   if (--b.pending == 0) m.launch_ready();
 }
@@ -169,7 +196,8 @@ void Bucketer::wait() {
            kWhat, i, m.bucket_of[i], unmarked, m.tensors.size());
     }
   // Every bucket has started (all marked). Wait for all of them, even after
-  // a failure: their buffers and the caller's tensors are in use until then.
+  // a failure: the caller's tensors are in use until then. A packed bucket's
+  // Work covers its copy back into the tensors.
   std::exception_ptr first;
   for (Impl::Bucket& b : m.buckets) {
     try {
@@ -178,14 +206,6 @@ void Bucketer::wait() {
       if (!first) first = std::current_exception();
     }
   }
-  if (!first)
-    for (const Impl::Bucket& b : m.buckets) {
-      if (!b.buffer) continue;
-      for (std::size_t s = 0; s < b.members.size(); ++s) {
-        const Tensor& t = m.tensors[b.members[s]];
-        if (t.nbytes()) std::memcpy(t.data, static_cast<const char*>(b.buffer) + b.offset[s], t.nbytes());
-      }
-    }
   m.start_round();
   if (first) std::rethrow_exception(first);
 }

@@ -1,6 +1,7 @@
 // The one include a user of Braid needs.
 #pragma once
 
+#include "braid/bucketer.hpp"
 #include "braid/communicator.hpp"
 #include "braid/error.hpp"
 #include "braid/group.hpp"
@@ -8,6 +9,7 @@
 #include "braid/ops.hpp"
 #include "braid/options.hpp"
 #include "braid/process_group.hpp"
+#include "braid/sampler.hpp"
 #include "braid/store.hpp"
 #include "braid/tensor.hpp"
 #include "braid/version.hpp"

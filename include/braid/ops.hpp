@@ -61,4 +61,15 @@ Work all_to_all_single(const Tensor& output, const Tensor& input,
                        const std::vector<std::int64_t>& input_splits,
                        const OpOptions& options = {});
 
+// All-reduces every tensor of the list (mixed dtypes and sizes) in place, in
+// one call: the tensors of each dtype are packed into one buffer (a dtype
+// with a single tensor is reduced where it is) and reduced with one
+// all_reduce per dtype, dtypes in the order they first appear in the list.
+// Every rank passes the same dtypes and counts in the same order. Async
+// (options.async_op): the returned Work completes once every dtype's
+// all_reduce has and the results are back in the tensors. Host tensors only
+// (a device tensor: NotSupported); an empty list is a completed Work.
+Work all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op,
+                          const OpOptions& options = {});
+
 }  // namespace braid

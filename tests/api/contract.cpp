@@ -50,6 +50,25 @@
   braid::barrier();
 }
 
+// Issue #15, item 5: the training helpers for C++ users without torch.
+[[maybe_unused]] static void training_contract(braid::Group& g) {
+  braid::SamplerOptions so{.num_replicas = -1, .rank = -1, .shuffle = true, .seed = 0, .drop_last = false};
+  braid::DistributedSampler sampler(1000, so);             // -1: from the default group
+  sampler.set_epoch(3);
+  std::vector<std::int64_t> mine = sampler.indices();      // this rank's, for the current epoch
+  std::int64_t per_rank = sampler.size();
+  std::vector<float> w1(10), w2(20);
+  std::vector<double> w3(5);
+  std::vector<braid::Tensor> grads{braid::tensor(w1), braid::tensor(w2), braid::tensor(w3)};
+  braid::BucketOptions bo{.bucket_bytes = 25u << 20, .op = braid::ReduceOp::Avg, .group = &g};
+  braid::Bucketer bucketer(grads, bo);
+  bucketer.mark_ready(2);                                  // tensor 2 holds its final local value
+  bucketer.wait();                                         // this round's buckets reduced, in place
+  braid::Work w = braid::all_reduce_coalesced(grads, braid::ReduceOp::Sum, {.async_op = true});
+  w.wait();
+  (void)mine, (void)per_rank;
+}
+
 int main() {
   std::printf("the API contract compiles against <braid/braid.hpp> (Braid %s)\n", BRAID_VERSION);
   return 0;

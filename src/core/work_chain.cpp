@@ -1,0 +1,63 @@
+// Why this exists: an op built from several async collectives must hand the
+// caller one Work, and that Work may complete only once the step after them
+// (copying results back) is done; and a buffer an async collective reads may
+// be filled off the caller's thread, just before it runs. The async runner
+// runs jobs one at a time in submission order, so a job submitted after a
+// collective runs after it has finished, and one submitted before runs
+// before it starts. chain_after completes a CollectiveWork like any async
+// collective does.
+#include "core/work_chain.hpp"
+
+#include <memory>
+
+#include "core/async_runner.hpp"
+#include "core/context.hpp"
+
+namespace braid::detail {
+
+namespace {
+AsyncRunner& runner() {
+  Context& ctx = context();
+  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
+  return *ctx.runner;
+}
+}  // namespace
+
+void run_on_runner(std::function<void()> job) {
+  runner().submit([job = std::move(job)] {
+    try {
+      job();
+    } catch (...) {  // documented not to throw; the runner must go on regardless
+    }
+  });
+}
+
+Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline) {
+  auto w = std::make_shared<CollectiveWork>();
+  w->op_deadline = deadline;
+  runner().submit([w, parts = std::move(parts), then = std::move(then)]() mutable {
+    std::exception_ptr first;
+    // Every part is waited for, failed or not: `then` and the caller's
+    // buffers must outlive all of them. They ran before this job, so these
+    // waits return at once (or, should a part ever run elsewhere, block
+    // until it is done).
+    for (Work& p : parts) {
+      try {
+        p.wait();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (!first && then) {
+      try {
+        then();
+      } catch (...) {
+        first = std::current_exception();
+      }
+    }
+    w->finish(first);
+  });
+  return Work(std::move(w));
+}
+
+}  // namespace braid::detail

@@ -15,3 +15,19 @@ g++ -std=c++20 "$src" -o "$root/hello" $flags
 libdir=$(dirname "$(find "$root" -name 'libbraid.so' | head -1)")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$libdir" "$root/hello" env
+
+# The torch backend, where it was built: the installed package imports with
+# nothing but PYTHONPATH (libbraid is linked into it), and a world of one
+# runs an all_reduce through it.
+pkg=$(find "$root" -type d -name braid_torch -path '*python3/dist-packages*' | head -1)
+if [[ -n "$pkg" ]]; then
+  echo "braid_torch installed at ${pkg#$root}"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  PYTHONPATH="$(dirname "$pkg")" MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=1 /usr/bin/python3 -c '
+import torch, torch.distributed as dist, braid_torch
+dist.init_process_group("braid")
+t = torch.ones(3); dist.all_reduce(t)
+assert dist.get_backend() == "braid" and t.tolist() == [1.0, 1.0, 1.0]
+dist.destroy_process_group()
+print("installed braid_torch: all_reduce ok from", braid_torch.__file__)'
+fi

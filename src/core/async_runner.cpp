@@ -2,9 +2,30 @@
 
 #include <fmt/core.h>
 
+#include <chrono>
+#include <thread>
+
 #include "braid/error.hpp"
 
 namespace braid {
+
+namespace {
+
+// Both sides of an async call look a few microseconds before they sleep: a
+// small collective often completes (or the next one arrives) within that,
+// and a futex sleep and wake-up costs as much again on each side. Yielding,
+// not spinning hard: ranks may outnumber CPUs.
+template <class F>
+bool briefly(F&& ready) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(30);
+  do {
+    if (ready()) return true;
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+  return ready();
+}
+
+}  // namespace
 
 AsyncRunner::AsyncRunner() : thread_([this] { loop(); }) {}
 
@@ -21,6 +42,7 @@ void AsyncRunner::submit(std::function<void()> job) {
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(job));
+    queued_.store(queue_.size(), std::memory_order_release);
   }
   cv_.notify_one();
 }
@@ -28,10 +50,16 @@ void AsyncRunner::submit(std::function<void()> job) {
 void AsyncRunner::loop() {
   std::unique_lock lk(mu_);
   for (;;) {
+    if (queue_.empty() && !stopping_) {
+      lk.unlock();
+      briefly([&] { return queued_.load(std::memory_order_acquire) > 0; });
+      lk.lock();
+    }
     cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left
     auto job = std::move(queue_.front());
     queue_.pop_front();
+    queued_.store(queue_.size(), std::memory_order_release);
     lk.unlock();
     job();  // jobs catch their own errors into their Work
     lk.lock();
@@ -42,18 +70,22 @@ void CollectiveWork::finish(std::exception_ptr e) {
   {
     std::lock_guard lk(mu);
     if (!err) err = std::move(e);
-    done = true;
+    done.store(true, std::memory_order_release);
   }
   cv.notify_all();
 }
 
 bool CollectiveWork::wait_until(Deadline until) {
+  if (briefly([&] { return done.load(std::memory_order_acquire); })) {
+    std::lock_guard lk(mu);  // err is read under it
+    return true;
+  }
   std::unique_lock lk(mu);
   // The executor enforces the op's deadline itself; allow it a moment to
   // report its own (more precise) timeout before giving a generic one.
   const bool at_op_deadline = until.at >= op_deadline.at;
   const auto limit = at_op_deadline ? op_deadline.at + std::chrono::seconds(2) : until.at;
-  cv.wait_until(lk, limit, [&] { return done; });
+  cv.wait_until(lk, limit, [&] { return done.load(std::memory_order_relaxed); });
   if (!done && at_op_deadline) {
     if (!err)
       err = std::make_exception_ptr(Error(ErrorCode::Timeout, "async collective did not complete "
@@ -63,10 +95,7 @@ bool CollectiveWork::wait_until(Deadline until) {
   return done;
 }
 
-bool CollectiveWork::test() {
-  std::lock_guard lk(mu);
-  return done;
-}
+bool CollectiveWork::test() { return done.load(std::memory_order_acquire); }
 
 std::exception_ptr CollectiveWork::error() {
   std::lock_guard lk(mu);

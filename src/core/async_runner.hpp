@@ -4,6 +4,7 @@
 // progress goes on for everything else meanwhile.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -25,6 +26,7 @@ class AsyncRunner {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), for the spin before sleeping
   bool stopping_ = false;
   std::thread thread_;
 };
@@ -33,7 +35,7 @@ class AsyncRunner {
 struct CollectiveWork final : detail::WorkState {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  std::atomic<bool> done{false};
   std::exception_ptr err;
   void finish(std::exception_ptr e);
   bool wait_until(Deadline until) override;

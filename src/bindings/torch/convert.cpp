@@ -68,6 +68,20 @@ std::vector<braid::Tensor> views(const std::vector<at::Tensor>& ts, bool written
   return out;
 }
 
+std::vector<braid::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& lists, bool is_root, int root,
+                                     bool written, Carry& carry, const char* op, const char* name) {
+  if (is_root) {
+    if (lists.size() != 1)
+      refuse(braid::ErrorCode::InvalidArgument, std::string(op) + ": the root expects one " + name + ", got " +
+                                                    std::to_string(lists.size()) + " lists");
+    return views(lists[0], written, carry, op, name);
+  }
+  if (!lists.empty() && !lists[0].empty())
+    refuse(braid::ErrorCode::InvalidArgument,
+           std::string(op) + ": only the root (rank " + std::to_string(root) + ") passes " + name);
+  return {};
+}
+
 braid::ReduceOp reduce_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what) {
   const bool is_bool = dtype == at::kBool;
   const bool complex = at::isComplexType(dtype);

@@ -32,6 +32,11 @@ braid::Tensor view(const at::Tensor& t, bool written, Carry& carry, const char* 
 std::vector<braid::Tensor> views(const std::vector<at::Tensor>& ts, bool written, Carry& carry, const char* op,
                                  const char* name);
 
+// gather's outputs or scatter's inputs: one list on the root, none (or an
+// empty one) elsewhere; the root's list as views.
+std::vector<braid::Tensor> root_list(const std::vector<std::vector<at::Tensor>>& lists, bool is_root, int root,
+                                     bool written, Carry& carry, const char* op, const char* name);
+
 // The Braid reduce op for torch's `op` on tensors of `dtype`; bool's Sum and
 // Product are its logical or and and (what they are on torch's bool).
 braid::ReduceOp reduce_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* what);

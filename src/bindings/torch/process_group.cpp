@@ -139,18 +139,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::gather(std::vector<std::vector
   const int root = static_cast<int>(opts.rootRank);
   Carry carry;
   auto vin = view(in, false, carry, "gather", "input");
-  std::vector<braid::Tensor> vouts;
-  std::vector<at::Tensor> results;
-  if (getRank() == root) {
-    if (outputs.size() != 1)
-      throw braid::Error(braid::ErrorCode::InvalidArgument,
-                         "gather: the root expects one output list, got " + std::to_string(outputs.size()));
-    vouts = views(outputs[0], true, carry, "gather", "gather_list");
-    results = outputs[0];
-  } else if (!outputs.empty() && !outputs[0].empty()) {
-    throw braid::Error(braid::ErrorCode::InvalidArgument, "gather: only the root (rank " + std::to_string(root) +
-                                                              ") passes output tensors");
-  }
+  auto vouts = root_list(outputs, getRank() == root, root, true, carry, "gather", "gather_list");
+  std::vector<at::Tensor> results = getRank() == root ? outputs[0] : std::vector<at::Tensor>{};
   auto w = comm_->gather(vin, getRank() == root ? &vouts : nullptr, root, options(opts.timeout));
   return issued(c10d::OpType::GATHER, {std::move(w)}, std::move(results), std::move(carry));
 }
@@ -162,16 +152,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::scatter(std::vector<at::Tensor
   const int root = static_cast<int>(opts.rootRank);
   Carry carry;
   auto vout = view(out, true, carry, "scatter", "output");
-  std::vector<braid::Tensor> vins;
-  if (getRank() == root) {
-    if (inputs.size() != 1)
-      throw braid::Error(braid::ErrorCode::InvalidArgument,
-                         "scatter: the root expects one input list, got " + std::to_string(inputs.size()));
-    vins = views(inputs[0], false, carry, "scatter", "scatter_list");
-  } else if (!inputs.empty() && !inputs[0].empty()) {
-    throw braid::Error(braid::ErrorCode::InvalidArgument, "scatter: only the root (rank " + std::to_string(root) +
-                                                              ") passes input tensors");
-  }
+  auto vins = root_list(inputs, getRank() == root, root, false, carry, "scatter", "scatter_list");
   auto w = comm_->scatter(vout, getRank() == root ? &vins : nullptr, root, options(opts.timeout));
   return issued(c10d::OpType::SCATTER, {std::move(w)}, outputs, std::move(carry));
 }

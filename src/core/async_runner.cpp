@@ -2,6 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <chrono>
 #include <thread>
 
@@ -27,7 +30,13 @@ bool briefly(F&& ready) {
 
 }  // namespace
 
-AsyncRunner::AsyncRunner() : thread_([this] { loop(); }) {}
+AsyncRunner::AsyncRunner(int cpu) : thread_([this] { loop(); }) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(thread_.native_handle(), sizeof set, &set);  // best effort
+}
 
 AsyncRunner::~AsyncRunner() {
   {

@@ -17,7 +17,8 @@ namespace braid {
 
 class AsyncRunner {
  public:
-  AsyncRunner();
+  // cpu >= 0: the thread runs there only (Context::runner_cpu).
+  explicit AsyncRunner(int cpu = -1);
   ~AsyncRunner();  // runs what is queued, then stops
   void submit(std::function<void()> job);
 

@@ -385,7 +385,7 @@ Work run(Call&& c, const OpOptions& o) {
   }
   c.hold = group_of(o, c.what);
   auto w = std::make_shared<CollectiveWork>();
-  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
+  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>(ctx.runner_cpu);
   take();
   w->op_deadline = at.deadline;
   ctx.runner->submit([w, c = std::move(c), compiled = compiled, at, engine = &engine, staging]() mutable {

@@ -81,6 +81,7 @@ struct Context {
   Group world;
   std::uint32_t next_group_id = 1;
   bool destroyed = false;  // teardown ran (Communicator::destroy)
+  int runner_cpu = -1;      // where the async runner runs (bootstrap), -1: anywhere
 };
 
 // The default context; throws braid::Error(InvalidState) before init.

@@ -98,4 +98,17 @@ bool oversubscribed(const std::vector<std::string>& lists) {
   return false;
 }
 
+int spread_cpu(const std::vector<std::string>& lists, int index) {
+  if (lists.empty() || index < 0) return -1;
+  for (const auto& l : lists)
+    if (l != lists.front()) return -1;
+  std::vector<Range> ranges;
+  if (!parse(lists.front(), &ranges)) return -1;
+  std::vector<int> all;
+  for (const auto& [a, b] : ranges)
+    for (int c = a; c <= b && static_cast<int>(all.size()) <= static_cast<int>(lists.size()); ++c) all.push_back(c);
+  if (static_cast<int>(all.size()) < static_cast<int>(lists.size())) return -1;
+  return all[static_cast<std::size_t>(index)];
+}
+
 }  // namespace braid::cpus

@@ -38,6 +38,11 @@ int in_union(const std::vector<std::string>& lists);
 // pinned to overlapping sets of several CPUs each count as not sharing.
 bool oversubscribed(const std::vector<std::string>& lists);
 
+// A CPU for the index-th rank of a host whose ranks' lists are `lists`, each
+// rank its own: only when every list is the same (no one pinned them) and
+// holds at least as many CPUs as there are ranks; else -1.
+int spread_cpu(const std::vector<std::string>& lists, int index);
+
 // The list text for a set of CPU numbers (sorted ranges).
 std::string format(std::vector<int> cpus);
 

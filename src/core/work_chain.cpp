@@ -18,7 +18,7 @@ namespace braid::detail {
 namespace {
 AsyncRunner& runner() {
   Context& ctx = context();
-  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>();
+  if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>(ctx.runner_cpu);
   return *ctx.runner;
 }
 }  // namespace

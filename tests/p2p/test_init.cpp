@@ -264,6 +264,15 @@ TEST_CASE("CPU lists: format, parse, the union of a host's ranks, and sharing", 
   for (int i = 0; i < 100000; ++i) wide += i ? ",0-65535" : "0-65535";
   CHECK(cpus::in_union({wide, "5"}) == cpus::kMaxCpu);
   CHECK(cpus::oversubscribed({wide, wide}) == false);
+  // The async runner's CPU: each rank its own, only where nobody pinned the
+  // ranks (every list alike) and there are CPUs enough.
+  CHECK(cpus::spread_cpu({"0-3", "0-3"}, 0) == 0);
+  CHECK(cpus::spread_cpu({"0-3", "0-3"}, 1) == 1);
+  CHECK(cpus::spread_cpu({"2,5-6", "2,5-6", "2,5-6"}, 2) == 6);
+  CHECK(cpus::spread_cpu({"0-1", "0-1", "0-1"}, 0) == -1);  // more ranks than CPUs
+  CHECK(cpus::spread_cpu({"0", "1"}, 0) == -1);             // pinned by someone else
+  CHECK(cpus::spread_cpu({"0-x", "0-x"}, 0) == -1);
+  CHECK(cpus::spread_cpu({wide, wide}, 1) == 1);            // bounded work on a wide list
   const std::string me = cpus::mine();
   REQUIRE(cpus::parse(me, &v));
   cpu_set_t set;

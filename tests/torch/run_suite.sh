@@ -20,7 +20,9 @@ mode="${1:-both}"
 filter="${2:-}"
 logdir="${SUITE_LOG_DIR:-$here/logs}"
 mkdir -p "$logdir"
-export BRAID_TORCH_PATH="${BRAID_TORCH_PATH:-$root/build-cuda/src/bindings/torch}"
+default_path="$root/build/src/bindings/torch"
+[[ -d "$default_path" ]] || default_path="$root/build-cuda/src/bindings/torch"
+export BRAID_TORCH_PATH="${BRAID_TORCH_PATH:-$default_path}"
 py=/usr/bin/python3
 
 case "$mode" in

@@ -174,6 +174,11 @@ def collectives(rank, world, port, tmp):
     c = torch.tensor([1 + 2j, rank * 1j], dtype=torch.complex64)
     dist.all_reduce(c)
     check(torch.equal(c, torch.tensor([3 + 6j, 3j], dtype=torch.complex64)), f"complex sum {c}")
+    # sparse COO tensors sum as Gloo sums them
+    sp = torch.sparse_coo_tensor([[rank, 4]], [float(rank + 1), 1.0], (6,))
+    dist.all_reduce(sp)
+    check(sp.is_sparse and torch.equal(sp.to_dense(), torch.tensor([1.0, 2.0, 3.0, 0.0, 3.0, 0.0])),
+          f"sparse sum {sp.to_dense()}")
     # bitwise ops and coalesced
     bw = torch.tensor([1 << rank, 7], dtype=torch.int32)
     dist.all_reduce(bw, op=dist.ReduceOp.BOR)
@@ -182,9 +187,9 @@ def collectives(rank, world, port, tmp):
     dist.all_reduce_coalesced(ts)
     check(torch.equal(ts[0], torch.full((5,), 3.0)) and torch.equal(ts[1], torch.full((2, 3), 6.0)), "coalesced")
     ag_in = [torch.full((2,), float(rank)), torch.full((1,), float(rank * 2))]
-    ag_out = [[torch.zeros(2) for _ in range(world)], [torch.zeros(1) for _ in range(world)]]
+    ag_out = [[torch.zeros(2), torch.zeros(1)] for _ in range(world)]  # ag_out[r][i]: rank r's input i
     dist.all_gather_coalesced(ag_out, ag_in)
-    check(all(ag_out[0][q][0].item() == q and ag_out[1][q][0].item() == 2 * q for q in range(world)),
+    check(all(ag_out[q][0][0].item() == q and ag_out[q][1][0].item() == 2 * q for q in range(world)),
           "all_gather_coalesced")
     dist.barrier()
     # get_future: completes with the outputs, without wait()
@@ -283,7 +288,7 @@ def mistakes(rank, world, port, tmp):
     # A wait with a timeout gives up; the op is still usable afterwards.
     r = torch.zeros(1)
     w = dist.irecv(r, 1 - rank, tag=99)
-    expect_error(lambda: w.wait(datetime.timedelta(milliseconds=200)), "did not complete")
+    expect_error(lambda: w.wait(datetime.timedelta(milliseconds=200)), "Timed out waiting 200 ms")
     check(not w.is_completed(), "still running after the timed-out wait")
     dist.barrier()
     dist.send(torch.tensor([5.0]), 1 - rank, tag=99)

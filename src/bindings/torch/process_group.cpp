@@ -47,11 +47,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::broadcast(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allreduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::AllreduceOptions& opts) {
   const at::Tensor& t = single(tensors, "allreduce");
+  if (t.is_sparse()) return sparse_allreduce(t, opts);
   const auto op = reduce_op(opts.reduceOp, t.scalar_type(), "allreduce");
   Carry carry;
   auto v = view(t, true, carry, "allreduce", "tensor");
   auto w = comm_->all_reduce(v, op, options(opts.timeout));
   return issued(c10d::OpType::ALLREDUCE, {std::move(w)}, tensors, std::move(carry));
+}
+
+// A sparse COO tensor sums as Gloo sums it: every rank's indices and values
+// gathered (padded to the largest count), then added up by torch's coalesce;
+// the result replaces the tensor's contents. Blocking: three gathers whose
+// sizes depend on each other.
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::sparse_allreduce(const at::Tensor& t,
+                                                                   const c10d::AllreduceOptions& opts) {
+  if (opts.reduceOp.op_ != c10d::ReduceOp::SUM)
+    throw braid::Error(braid::ErrorCode::NotSupported, "allreduce: sparse tensors sum only (ReduceOp.SUM)");
+  if (!t.device().is_cpu())
+    throw braid::Error(braid::ErrorCode::NotSupported, "allreduce: sparse tensors on the CPU only");
+  auto o = options(opts.timeout);
+  o.async_op = false;
+  const int n = getSize();
+  const at::Tensor in = t.coalesce();
+  const at::Tensor idx = in._indices().t().contiguous();  // nnz x sparse_dim
+  const at::Tensor val = in._values().contiguous();       // nnz x dense dims
+  at::Tensor counts = at::empty({n}, at::kLong);
+  at::Tensor mine = at::full({1}, in._nnz(), at::kLong);
+  Carry c;
+  comm_->all_gather_into_tensor(view(counts, true, c, "allreduce", "counts"), view(mine, false, c, "allreduce", "count"), o);
+  const int64_t most = counts.max().item<int64_t>();
+  auto padded = [&](const at::Tensor& x) {
+    auto sizes = x.sizes().vec();
+    sizes[0] = most;
+    at::Tensor p = at::zeros(sizes, x.options());
+    if (x.size(0) > 0) p.narrow(0, 0, x.size(0)).copy_(x);
+    sizes[0] = most * n;
+    at::Tensor all = at::empty(sizes, x.options());
+    comm_->all_gather_into_tensor(view(all, true, c, "allreduce", "gathered"), view(p, false, c, "allreduce", "sparse part"), o);
+    return all;
+  };
+  const at::Tensor all_idx = padded(idx), all_val = padded(val);
+  std::vector<at::Tensor> idx_parts, val_parts;
+  for (int r = 0; r < n; ++r) {
+    const int64_t k = counts[r].item<int64_t>();
+    idx_parts.push_back(all_idx.narrow(0, r * most, k));
+    val_parts.push_back(all_val.narrow(0, r * most, k));
+  }
+  at::Tensor sum = at::sparse_coo_tensor(at::cat(idx_parts).t(), at::cat(val_parts), t.sizes()).coalesce();
+  at::Tensor out = t;
+  out.copy_(sum);
+  return issued(c10d::OpType::ALLREDUCE, {}, {out}, Carry{});
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allreduce_coalesced(
@@ -116,19 +161,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::_allgather_base(at::Tensor& ou
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  if (outputs.size() != inputs.size())
+  // torch's layout: outputs[r][i] receives rank r's inputs[i].
+  if (outputs.size() != static_cast<std::size_t>(getSize()))
     throw braid::Error(braid::ErrorCode::InvalidArgument,
-                       "allgather_coalesced: " + std::to_string(inputs.size()) + " inputs but " +
-                           std::to_string(outputs.size()) + " output lists: expected one list per input");
+                       "allgather_coalesced: " + std::to_string(outputs.size()) +
+                           " output lists: expected one per rank (" + std::to_string(getSize()) + ")");
+  for (const auto& list : outputs)
+    if (list.size() != inputs.size())
+      throw braid::Error(braid::ErrorCode::InvalidArgument,
+                         "allgather_coalesced: an output list holds " + std::to_string(list.size()) +
+                             " tensors for " + std::to_string(inputs.size()) + " inputs: expected one per input");
   Carry carry;
   std::vector<braid::Work> works;
   std::vector<at::Tensor> results;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     auto vin = view(inputs[i], false, carry, "allgather_coalesced", "input");
-    auto vouts = views(outputs[i], true, carry, "allgather_coalesced", "output_tensor_lists");
+    std::vector<at::Tensor> column;
+    for (const auto& list : outputs) column.push_back(list[i]);
+    auto vouts = views(column, true, carry, "allgather_coalesced", "output_tensor_lists");
     works.push_back(comm_->all_gather(vouts, vin, options(opts.timeout)));
-    results.insert(results.end(), outputs[i].begin(), outputs[i].end());
   }
+  for (const auto& list : outputs) results.insert(results.end(), list.begin(), list.end());
   return issued(c10d::OpType::ALLGATHER_COALESCED, std::move(works), std::move(results), std::move(carry));
 }
 

@@ -69,6 +69,7 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
 
  private:
   braid::OpOptions options(std::chrono::milliseconds timeout) const;
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(const at::Tensor& t, const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Work> issued(c10d::OpType type, std::vector<braid::Work> works,
                                         std::vector<at::Tensor> outputs, Carry carry);
 

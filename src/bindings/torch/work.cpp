@@ -15,8 +15,28 @@ BraidWork::BraidWork(int rank, c10d::OpType type, std::vector<braid::Work> works
       carry_(std::move(carry)),
       completer_(completer) {}
 
+namespace {
+
+// Braid's timeouts say " Timed out " as torch's own backends do (callers and
+// torch's tests match on it); the rest of the message is Braid's.
+std::exception_ptr torch_worded(std::exception_ptr e) {
+  if (!e) return e;
+  try {
+    std::rethrow_exception(e);
+  } catch (const braid::Error& x) {
+    if (x.code() == braid::ErrorCode::Timeout && std::string(x.what()).find(" Timed out ") == std::string::npos)
+      return std::make_exception_ptr(
+          braid::Error(x.code(), std::string("braid: Timed out waiting: ") + x.what(), x.peer()));
+  } catch (...) {
+  }
+  return e;
+}
+
+}  // namespace
+
 void BraidWork::complete(std::exception_ptr e) {
   if (done_.load(std::memory_order_acquire)) return;
+  e = torch_worded(e);
   if (!e) {
     try {
       carry_.finish();
@@ -96,8 +116,8 @@ bool BraidWork::wait(std::chrono::milliseconds timeout) {
   const bool bounded = timeout.count() > 0;
   if (!drive(bounded, timeout))
     throw braid::Error(braid::ErrorCode::Timeout,
-                       "Work.wait: the operation did not complete within " + std::to_string(timeout.count()) +
-                           " ms (it keeps running; its own timeout still applies)");
+                       "Work.wait: Timed out waiting " + std::to_string(timeout.count()) +
+                           " ms for the operation to complete (it keeps running; its own timeout still applies)");
   std::lock_guard<std::mutex> lk(mutex_);
   if (exception_) std::rethrow_exception(exception_);
   return true;

@@ -5,7 +5,7 @@ For each world size, jobs alternate between the backends (braid, gloo, braid,
 gloo, ...: --rounds of each), each timing all_reduce, all_gather (the list
 form, which Gloo has) and broadcast of float32 from 8 B to 64 MiB the way torch users time:
 warm-up calls, then many calls in a loop under time.perf_counter, a barrier
-before each loop; the figure is the slowest rank's mean time per call, and
+before each loop, OMP_NUM_THREADS=1 as torchrun sets it; the figure is the slowest rank's mean time per call, and
 the table shows the median over rounds. Then the plugin's own cost: braid's
 dist.all_reduce of 8 B against braid-bench's time for the same call on the
 same ranks, and a DDP step of examples/ddp_train.py on each backend.
@@ -85,8 +85,12 @@ def job(world, argv, env_extra=None):
     port = free_port()
     procs = []
     for r in range(world):
+        # OMP_NUM_THREADS=1, as torchrun sets it for several ranks per host:
+        # torch's OpenMP workers otherwise spin on the CPUs the communication
+        # needs (all_reduce of 16 MiB through braid: 9-15 ms with them, 2.3-2.7
+        # ms without; braid-bench 2.3-3.2 ms).
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                   WORLD_SIZE=str(world), **(env_extra or {}))
+                   WORLD_SIZE=str(world), OMP_NUM_THREADS="1", **(env_extra or {}))
         procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=900)[0] for p in procs]
     if any(p.returncode for p in procs):

@@ -6,9 +6,9 @@ the data through torch's DistributedSampler (reshuffled every epoch), DDP
 all-reduces the gradients through the "braid" backend, and at the end every
 rank checks that its parameters equal rank 0's, bit for bit.
 
-Run on 2 local ranks (torch's launcher works as well: torchrun --nproc_per_node 2 ...):
+Run on 2 local ranks (any launcher that sets MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE):
 
-    PYTHONPATH=build/src/bindings/torch build/tools/braidrun -n 2 /usr/bin/python3 examples/ddp_train.py
+    OMP_NUM_THREADS=1 PYTHONPATH=build/src/bindings/torch build/tools/braidrun -n 2 /usr/bin/python3 examples/ddp_train.py
 
 Options: --backend braid|gloo, --epochs N, --hook none|allreduce|fp16,
 --bucket-cap-mb MB, --accumulate K (gradients summed locally under no_sync()

@@ -96,11 +96,11 @@ struct Bucketer::Impl {
       if (!b.packed) {
         b.work = all_reduce(tensors[b.members[0]], op, op_options(b));
       } else {
-        detail::run_on_runner([p = b.packed] { p->pack(); });
         const OpOptions o = op_options(b);
+        detail::run_on_runner([p = b.packed] { p->pack(); }, o);
         Work reduced = all_reduce(tensor(b.packed->buffer, b.count, b.dtype), op, o);
         b.work = detail::chain_after({std::move(reduced)}, [p = b.packed] { p->unpack(); },
-                                     Deadline::after(op_timeout(o)));
+                                     Deadline::after(op_timeout(o)), o);
       }
       ++next_launch;
     }

@@ -14,15 +14,17 @@
 namespace braid::api {
 
 void check_group(const Group* group, const char* what) {
-  if (!is_initialized())
+  // A Communicator's group needs no default group; no group means the default.
+  if (!group && !is_initialized())
     fail(ErrorCode::InvalidState, "{}: Braid is not initialised: expected init_process_group first", what);
   if (!group) return;
   if (!group->valid())
     fail(ErrorCode::InvalidArgument,
          "{}: the group is an invalid Group: expected one made by braid::new_group() or braid::world()", what);
   if (group->rank() < 0)
-    fail(ErrorCode::InvalidArgument, "{}: rank {} is not a member of the group (ranks {}): expected a member", what,
-         get_rank(), fmt::join(group->ranks(), ", "));
+    fail(ErrorCode::InvalidArgument, "{}: {} is not a member of the group (ranks {}): expected a member", what,
+         is_initialized() ? fmt::format("rank {}", get_rank()) : std::string("this process"),
+         fmt::join(group->ranks(), ", "));
 }
 
 void check_list_tensor(const std::vector<Tensor>& tensors, std::size_t i, ReduceOp op, const char* what) {

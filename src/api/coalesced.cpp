@@ -101,7 +101,7 @@ Work all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, const
                                for (const DTypeGroup& g : groups)
                                  if (g.packed) unpack(g, tensors);
                              },
-                             deadline);
+                             deadline, options);
 }
 
 }  // namespace braid

@@ -385,6 +385,7 @@ Work run(Call&& c, const OpOptions& o) {
   }
   c.hold = group_of(o, c.what);
   auto w = std::make_shared<CollectiveWork>();
+  std::lock_guard issue(ctx.issue_mu);
   if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>(ctx.runner_cpu);
   take();
   w->op_deadline = at.deadline;

@@ -46,7 +46,11 @@ Communicator::Communicator(Communicator&&) noexcept = default;
 
 Communicator& Communicator::operator=(Communicator&& other) noexcept {
   if (this != &other) {
-    this->~Communicator();
+    try {
+      destroy();
+    } catch (const std::exception& e) {
+      BRAID_INFO("Communicator: destroy failed: {}", e.what());
+    }
     ctx_ = std::move(other.ctx_);
   }
   return *this;

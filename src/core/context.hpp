@@ -82,6 +82,10 @@ struct Context {
   std::uint32_t next_group_id = 1;
   bool destroyed = false;  // teardown ran (Communicator::destroy)
   int runner_cpu = -1;      // where the async runner runs (bootstrap), -1: anywhere
+  // An async call's ticket and its place in the runner's queue are taken
+  // together: two threads issuing at once must not queue ticket 5 ahead of
+  // ticket 4, which the runner would then wait on behind it.
+  std::mutex issue_mu;
 };
 
 // The default context; throws braid::Error(InvalidState) before init.

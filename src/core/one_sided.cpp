@@ -119,11 +119,12 @@ struct Pending {
   std::uint64_t want = 0;
 };
 
-// A fast-box message's flag word: the call's ticket + 1 (40 bits: a stale
+// A fast-box message's flag word: the call's ticket + 1 (34 bits: a stale
 // box holds an older one), the message's size (13 bits: a peer that passed
-// other counts is caught, not read), and 11 bits of the call's shape
-// (CompiledPlan::shape: caught too when its message has the expected size).
-constexpr std::uint64_t kFlagTicketBits = 40;
+// other counts is caught, not read), and 17 bits of the call's shape
+// (shape_of: its dtype and op whole, 9 bits of the plan's hash: caught too
+// when its message has the expected size).
+constexpr std::uint64_t kFlagTicketBits = 34;
 constexpr std::uint64_t kFlagSizeBits = 13;
 constexpr std::uint64_t flag_word(std::uint64_t ticket, std::size_t bytes, std::uint32_t shape) {
   return ((ticket + 1) & ((std::uint64_t{1} << kFlagTicketBits) - 1)) | (std::uint64_t{bytes} << kFlagTicketBits) |

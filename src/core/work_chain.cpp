@@ -16,15 +16,18 @@
 namespace braid::detail {
 
 namespace {
-AsyncRunner& runner() {
-  Context& ctx = context();
+// The runner of the process group the ops run in (a Communicator's own, or
+// the default one's): ordering holds only on one runner.
+AsyncRunner& runner(const OpOptions& o) {
+  Context& ctx = op_context(o);
+  std::lock_guard issue(ctx.issue_mu);
   if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>(ctx.runner_cpu);
   return *ctx.runner;
 }
 }  // namespace
 
-void run_on_runner(std::function<void()> job) {
-  runner().submit([job = std::move(job)] {
+void run_on_runner(std::function<void()> job, const OpOptions& o) {
+  runner(o).submit([job = std::move(job)] {
     try {
       job();
     } catch (...) {  // documented not to throw; the runner must go on regardless
@@ -32,10 +35,10 @@ void run_on_runner(std::function<void()> job) {
   });
 }
 
-Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline) {
+Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline, const OpOptions& o) {
   auto w = std::make_shared<CollectiveWork>();
   w->op_deadline = deadline;
-  runner().submit([w, parts = std::move(parts), then = std::move(then)]() mutable {
+  runner(o).submit([w, parts = std::move(parts), then = std::move(then)]() mutable {
     std::exception_ptr first;
     // Every part is waited for, failed or not: `then` and the caller's
     // buffers must outlive all of them. They ran before this job, so these

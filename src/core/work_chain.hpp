@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "braid/options.hpp"
 #include "braid/work.hpp"
 #include "common/time.hpp"
 
@@ -21,12 +22,13 @@ namespace braid::detail {
 // skipped and the Work fails with the first part's error (in part order);
 // if `then` throws, the Work fails with that. `deadline`: the latest of the
 // parts' deadlines, for Work::wait()'s own limit.
-Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline);
+// `o`: the options the parts were issued with (their group's runner).
+Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline, const OpOptions& o);
 
 // Queues `job` on the async runner: it runs after every async collective
 // this process issued before it and before every one issued after it (so it
 // may fill a buffer the next async collective reads). It must not throw;
 // whatever it captures must stay valid until it has run.
-void run_on_runner(std::function<void()> job);
+void run_on_runner(std::function<void()> job, const OpOptions& o);
 
 }  // namespace braid::detail

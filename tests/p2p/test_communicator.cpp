@@ -97,6 +97,15 @@ TEST_CASE("several communicators over one store without init_process_group") {
       RANK_CHECK(all[0] == 2 && all[1] == 0);
       (void)got;
     }
+    // The training helpers on a communicator's group, with no default group:
+    // packing, the all_reduces and the copy back all on b's runner.
+    std::vector<float> f(7, static_cast<float>(b.rank()));
+    std::vector<std::int64_t> l(3, 1);
+    auto wc = braid::all_reduce_coalesced({braid::tensor(f), braid::tensor(l)}, braid::ReduceOp::Sum,
+                                          {.group = &b.group(), .async_op = true});
+    wc.wait();
+    for (float v : f) RANK_CHECK_MSG(v == 3.0f, "coalesced on a communicator: " << v);
+    for (auto v : l) RANK_CHECK(v == 3);
     // A group of one process group is refused by another.
     int z = 0;
     expect_error([&] { a.all_reduce(braid::tensor(&z, 1), braid::ReduceOp::Sum, {.group = &b.group()}); },

@@ -19,7 +19,7 @@ ProcessGroupBraid::ProcessGroupBraid(const c10::intrusive_ptr<c10d::Store>& stor
   init();
 }
 
-ProcessGroupBraid::~ProcessGroupBraid() = default;
+ProcessGroupBraid::~ProcessGroupBraid() { completer_->stop(); }
 
 braid::OpOptions ProcessGroupBraid::options(std::chrono::milliseconds timeout) const {
   braid::OpOptions o;
@@ -32,7 +32,7 @@ braid::OpOptions ProcessGroupBraid::options(std::chrono::milliseconds timeout) c
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::issued(c10d::OpType type, std::vector<braid::Work> works,
                                                          std::vector<at::Tensor> outputs, Carry carry) {
   return c10::make_intrusive<BraidWork>(rank_, type, std::move(works), std::move(outputs), std::move(carry),
-                                        &completer_);
+                                        completer_);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::broadcast(std::vector<at::Tensor>& tensors,

@@ -74,7 +74,9 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
                                         std::vector<at::Tensor> outputs, Carry carry);
 
   std::unique_ptr<braid::Communicator> comm_;
-  Completer completer_;  // destroyed first: drains handed-out Futures
+  // Shared with the works it completes; stopped (drained) by the destructor
+  // before the communicator goes.
+  std::shared_ptr<Completer> completer_ = std::make_shared<Completer>();
 };
 
 }  // namespace braid_torch

@@ -293,34 +293,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::alltoall(std::vector<at::Tenso
   return issued(c10d::OpType::ALLTOALL, {std::move(w)}, outputs, std::move(carry));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  const at::Tensor& t = single(tensors, "send");
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::p2p(c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                                      int peer, int tag, const char* what) {
+  const bool is_send = type == c10d::OpType::SEND;
+  const at::Tensor& t = single(tensors, what);
   Carry carry;
-  auto v = view(t, false, carry, "send", "tensor");
+  auto v = view(t, !is_send, carry, what, "tensor");
   auto o = options({});
   o.tag = tag;
-  auto w = comm_->isend(v, dst, o);
-  return issued(c10d::OpType::SEND, {std::move(w)}, {}, std::move(carry));
+  auto w = is_send ? comm_->isend(v, peer, o) : comm_->irecv(v, peer, o);
+  return issued(type, {std::move(w)}, is_send ? std::vector<at::Tensor>{} : tensors, std::move(carry));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  return p2p(c10d::OpType::SEND, tensors, dst, tag, "send");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  const at::Tensor& t = single(tensors, "recv");
-  Carry carry;
-  auto v = view(t, true, carry, "recv", "tensor");
-  auto o = options({});
-  o.tag = tag;
-  auto w = comm_->irecv(v, src, o);
-  return issued(c10d::OpType::RECV, {std::move(w)}, tensors, std::move(carry));
+  return p2p(c10d::OpType::RECV, tensors, src, tag, "recv");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  const at::Tensor& t = single(tensors, "recvAnysource");
-  Carry carry;
-  auto v = view(t, true, carry, "recvAnysource", "tensor");
-  auto o = options({});
-  o.tag = tag;
-  auto w = comm_->irecv(v, braid::ANY_SOURCE, o);
-  return issued(c10d::OpType::RECVANYSOURCE, {std::move(w)}, tensors, std::move(carry));
+  return p2p(c10d::OpType::RECVANYSOURCE, tensors, braid::ANY_SOURCE, tag, "recvAnysource");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupBraid::barrier(const c10d::BarrierOptions& opts) {

@@ -70,6 +70,9 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
  private:
   braid::OpOptions options(std::chrono::milliseconds timeout) const;
   c10::intrusive_ptr<c10d::Work> sparse_allreduce(const at::Tensor& t, const c10d::AllreduceOptions& opts);
+  // send, recv (peer = ANY_SOURCE for recvAnysource): one tensor, async.
+  c10::intrusive_ptr<c10d::Work> p2p(c10d::OpType type, std::vector<at::Tensor>& tensors, int peer, int tag,
+                                     const char* what);
   c10::intrusive_ptr<c10d::Work> issued(c10d::OpType type, std::vector<braid::Work> works,
                                         std::vector<at::Tensor> outputs, Carry carry);
 

@@ -117,10 +117,14 @@ bool BraidWork::drive(bool bounded, std::chrono::steady_clock::time_point until)
   } catch (...) {
     e = std::current_exception();
   }
+  conclude(lk, e);
+  return true;
+}
+
+void BraidWork::conclude(std::unique_lock<std::timed_mutex>& lk, std::exception_ptr e) {
   auto fut = settle(e);
   lk.unlock();
   fire(fut);
-  return true;
 }
 
 bool BraidWork::isCompleted() {
@@ -135,9 +139,7 @@ bool BraidWork::isCompleted() {
   } catch (...) {
     e = std::current_exception();
   }
-  auto fut = settle(e);
-  lk.unlock();
-  fire(fut);
+  conclude(lk, e);
   return true;
 }
 

@@ -52,6 +52,8 @@ class BraidWork : public c10d::Work {
   // (its callbacks may need the GIL, which a caller of isCompleted holds).
   c10::intrusive_ptr<c10::ivalue::Future> settle(std::exception_ptr e);
   void fire(const c10::intrusive_ptr<c10::ivalue::Future>& fut);
+  // settle, then let go of lk (drive_mu_), then fire.
+  void conclude(std::unique_lock<std::timed_mutex>& lk, std::exception_ptr e);
 
   std::vector<braid::Work> works_;
   std::vector<at::Tensor> outputs_;

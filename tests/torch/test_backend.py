@@ -62,11 +62,14 @@ def init(rank, world, method="env"):
 
 @scenario(2)
 def init_methods(rank, world, port, tmp):
-    kinds = [("env", {}), ("tcp", {"init_method": f"tcp://127.0.0.1:{port + 1}"}),
+    # Ports of their own, chosen free by the driver (port + 1 is often an
+    # ephemeral port some listener of the env:// run already took).
+    tcp_port, store_port = (int(p) for p in os.environ["BRAID_TEST_PORTS"].split(",")[:2])
+    kinds = [("env", {}), ("tcp", {"init_method": f"tcp://127.0.0.1:{tcp_port}"}),
              ("file", {"init_method": f"file://{tmp}/filestore"}), ("store", None)]
     for name, kw in kinds:
         if kw is None:
-            store = dist.TCPStore("127.0.0.1", port + 2, world, rank == 0, datetime.timedelta(seconds=30))
+            store = dist.TCPStore("127.0.0.1", store_port, world, rank == 0, datetime.timedelta(seconds=30))
             dist.init_process_group("braid", store=store, rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=30))
         else:
@@ -328,11 +331,17 @@ def worker(name, rank, world, port, tmp):
     os._exit(0)
 
 
-def free_port():
+def free_ports(n):
+    """n distinct ports that were free a moment ago (all bound at once, then released)."""
     import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def main():
@@ -345,7 +354,8 @@ def main():
     for name, (world, _) in SCENARIOS.items():
         if only and name != only:
             continue
-        port = free_port()
+        port, *extra = free_ports(3)
+        os.environ["BRAID_TEST_PORTS"] = ",".join(map(str, extra))
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
             procs = [subprocess.Popen([sys.executable, __file__, "--worker", name, str(r), str(world), str(port), tmp])

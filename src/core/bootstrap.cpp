@@ -1,14 +1,13 @@
 // bootstrap and teardown: a process group's life over a store its members
 // share, whichever way they found it: init_process_group's init methods, or
 // a Communicator handed a store (torch's, in braid_torch).
-#include <algorithm>
-#include <cstdio>
-#include <thread>
-
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <random>
+#include <thread>
 
 #include "common/errors.hpp"
 #include "common/log.hpp"
@@ -80,20 +79,20 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   // Ranks pinned to distinct CPUs do not share them, though each sees one.
   const int my_host = wg.host_of[static_cast<std::size_t>(rank)];
   std::vector<std::string> local_cpus;
+  int local_index = 0;  // this rank's place among its host's ranks
   for (int r = 0; r < world; ++r)
-    if (wg.host_of[static_cast<std::size_t>(r)] == my_host)
+    if (wg.host_of[static_cast<std::size_t>(r)] == my_host) {
+      if (r == rank) local_index = static_cast<int>(local_cpus.size());
       local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), c->timeout)));
+    }
   c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus),
                              cpus::oversubscribed(local_cpus));
   // The async runner does this rank's share of every async collective. Left
-  // to float, two ranks' runners that wake each other get stacked on one CPU
-  // (the scheduler places a woken thread near its waker), and a large
-  // all_reduce through torch ran 3.5x slower than pinned. Where every local
-  // rank may run on every CPU and there are CPUs enough, the runner (only
-  // it: the caller's threads stay as they are) takes CPU local-index.
-  int local_index = 0;
-  for (int r = 0; r < rank; ++r)
-    if (wg.host_of[static_cast<std::size_t>(r)] == my_host) ++local_index;
+  // to float, two ranks' runners that wake each other can be stacked on one
+  // CPU (the scheduler places a woken thread near its waker). Where every
+  // local rank may run on every CPU and there are CPUs enough, the runner
+  // (only it: the caller's threads stay as they are) takes CPU local-index.
+  // (bench/RESULTS.md section 12 says what was and was not measured.)
   c->runner_cpu = cpus::spread_cpu(local_cpus, local_index);
 }
 

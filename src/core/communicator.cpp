@@ -5,7 +5,6 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "core/context.hpp"
-#include "core/plan_cache.hpp"
 #include "store/store.hpp"
 
 namespace braid {
@@ -14,10 +13,7 @@ Communicator::Communicator(std::shared_ptr<store::Store> store, int rank, int si
                            const CommunicatorOptions& o) {
   if (!store)
     fail(ErrorCode::InvalidArgument, "Communicator: the store is null: expected a store every member shares");
-  validate_backend(o.backend);
-  algo_overrides();  // a bad BRAID_ALGO fails here, before any store traffic
-  if (o.timeout.count() <= 0)
-    fail(ErrorCode::InvalidArgument, "Communicator: timeout must be positive, got {} ms", o.timeout.count());
+  check_group_options(o.backend, o.timeout);
   if (size < 1 || rank < 0 || rank >= size)
     fail(ErrorCode::InvalidArgument, "Communicator: rank = {} and size = {}: expected size >= 1 and 0 <= rank < size",
          rank, size);

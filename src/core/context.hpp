@@ -104,8 +104,10 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
                const std::string& store_host);
 // Stops c's async work and engine, and says goodbye through its store.
 void teardown(Context& c);
-// Refuses a backend name this build cannot run, saying why.
-void validate_backend(const std::string& backend);
+// What init_process_group and a Communicator check before any store
+// traffic: a backend this build can run, a valid BRAID_ALGO, a positive
+// timeout. Each refusal says why.
+void check_group_options(const std::string& backend, Millis timeout);
 // A new group of c's ranks (every member of c calls it alike).
 Group new_group_in(const std::shared_ptr<Context>& c, const std::vector<int>& ranks);
 

@@ -140,9 +140,9 @@ struct ExecCall {
 // What a peer must run alike for this call, as one word published with its
 // buffers, fast-box flags and Window::doing: the plan's shape (24 bits of
 // it) over this call's reduce op and dtype (4 bits each, + 1), which
-// plans shared between dtypes of one size do not include. The low byte
-// survives into a fast-box flag word, so a peer's dtype and op can be read
-// back from any of them (describe_shape).
+// plans shared between dtypes of one size do not include. A fast-box flag
+// word keeps its low 17 bits, the low byte whole, so a peer's dtype and op
+// can be read back from any of them (other_arguments in one_sided.cpp).
 inline std::uint32_t shape_of(const ExecCall& c) {
   return (c.plan->shape << 8) | ((static_cast<std::uint32_t>(c.op) + 1) << 4) |
          (static_cast<std::uint32_t>(c.dtype) + 1);

@@ -6,7 +6,6 @@
 //                   bind PORT on HOST) hosts the TCP store there;
 //   file:///path    a FileStore on a shared file system.
 // With tcp:// or file:// and rank -1, ranks are given in order of arrival.
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 
 #include "braid/process_group.hpp"
@@ -22,7 +20,6 @@
 #include "common/errors.hpp"
 #include "common/log.hpp"
 #include "core/context.hpp"
-#include "core/cpu_sets.hpp"
 #include "core/plan_cache.hpp"
 
 namespace braid {
@@ -82,9 +79,6 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
   return s;
 }
 
-
-}  // namespace
-
 void validate_backend(const std::string& b) {
   if (b == "auto" || b == "tcp" || b == "shm") return;
 #if BRAID_HAVE_VERBS
@@ -102,15 +96,21 @@ void validate_backend(const std::string& b) {
        "unknown backend '{}': expected one of 'auto', 'tcp', 'shm', 'verbs', 'cuda'", b);
 }
 
+}  // namespace
+
+void check_group_options(const std::string& backend, Millis timeout) {
+  validate_backend(backend);
+  algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
+  if (timeout.count() <= 0)
+    fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", timeout.count());
+}
+
 void init_process_group(const InitOptions& o) {
   std::lock_guard g(g_init_mu);
   if (has_context())
     fail(ErrorCode::InvalidState,
          "init_process_group was called twice: call destroy_process_group() first");
-  validate_backend(o.backend);
-  algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
-  if (o.timeout.count() <= 0)
-    fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", o.timeout.count());
+  check_group_options(o.backend, o.timeout);
   if (o.rank < -1 || o.world_size < -1 || o.world_size == 0)
     fail(ErrorCode::InvalidArgument,
          "rank = {} and world_size = {}: expected rank >= 0 (or -1) and world_size >= 1 (or -1)",

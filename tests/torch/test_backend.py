@@ -10,7 +10,6 @@ rank computes itself; a failing rank prints why and exits 1.
 """
 import datetime
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +24,9 @@ except Exception as e:  # noqa: BLE001
         print(f"skipped: torch or braid_torch cannot be imported by {sys.executable}: {e}")
         sys.exit(77)
     raise
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import free_ports, launch  # noqa: E402
 
 SCENARIOS = {}
 
@@ -331,24 +333,11 @@ def worker(name, rank, world, port, tmp):
     os._exit(0)
 
 
-def free_ports(n):
-    """n distinct ports that were free a moment ago (all bound at once, then released)."""
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def main():
     if "--worker" in sys.argv:
         i = sys.argv.index("--worker")
-        name, rank, world, port, tmp = sys.argv[i + 1:i + 6]
-        worker(name, int(rank), int(world), int(port), tmp)
+        name, tmp = sys.argv[i + 1:i + 3]
+        worker(name, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["MASTER_PORT"]), tmp)
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     failed = 0
     for name, (world, _) in SCENARIOS.items():
@@ -358,15 +347,7 @@ def main():
         os.environ["BRAID_TEST_PORTS"] = ",".join(map(str, extra))
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
-            procs = [subprocess.Popen([sys.executable, __file__, "--worker", name, str(r), str(world), str(port), tmp])
-                     for r in range(world)]
-            codes = []
-            for p in procs:
-                try:
-                    codes.append(p.wait(timeout=180))
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    codes.append("timeout")
+            codes = [c for c, _ in launch([sys.executable, __file__, "--worker", name, tmp], world, port, 180)]
         ok = all(c == 0 for c in codes)
         failed += not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name} ({world} ranks, {time.monotonic() - t0:.1f} s) {codes if not ok else ''}",

@@ -7,8 +7,6 @@ braid's must match Gloo's within 1e-5.
     test_ddp.py EXAMPLE     exit 77 where torch or braid_torch is missing
 """
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 
@@ -19,6 +17,9 @@ except Exception as e:  # noqa: BLE001
     print(f"skipped: torch or braid_torch cannot be imported by {sys.executable}: {e}")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import free_ports, launch  # noqa: E402
+
 CONFIGS = [
     ["--hook", "none"],
     ["--hook", "allreduce", "--bucket-cap-mb", "0.005"],
@@ -26,21 +27,11 @@ CONFIGS = [
 ]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(example, backend, args, out, world=2):
-    port = free_port()
-    procs = []
-    for r in range(world):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE=str(world))
-        procs.append(subprocess.Popen([sys.executable, example, "--backend", backend, "--out", out] + args, env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outs = [p.communicate(timeout=300)[0] for p in procs]
-    codes = [p.returncode for p in procs]
+    results = launch([sys.executable, example, "--backend", backend, "--out", out] + args, world,
+                     free_ports(1)[0], 300, capture=True)
+    codes = [c for c, _ in results]
+    outs = [o or "" for _, o in results]
     if any(codes) or "identical on all 2 ranks: True" not in outs[0]:
         print(f"{backend} {args}: exit codes {codes}\n" + "\n".join(outs))
         return None

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 namespace {

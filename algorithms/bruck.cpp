@@ -30,8 +30,8 @@
 // gets there exactly once, in the round of its highest bit.
 #include <algorithm>
 
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

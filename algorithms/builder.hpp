@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "plan.hpp"
+#include "algorithms/plan.hpp"
 
 namespace braid::plan {
 

@@ -1,5 +1,5 @@
 // The alpha-beta-gamma simulator and the algorithm choice built on it.
-#include "cost_model.hpp"
+#include "algorithms/cost_model.hpp"
 
 #include <fmt/core.h>
 
@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::plan {
 

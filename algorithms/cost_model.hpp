@@ -31,8 +31,8 @@
 #include <map>
 #include <string>
 
-#include "plan.hpp"
-#include "registry.hpp"
+#include "algorithms/plan.hpp"
+#include "algorithms/registry.hpp"
 
 namespace braid::plan {
 

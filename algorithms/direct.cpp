@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "builder.hpp"
-#include "common/errors.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "src/common/errors.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 namespace {

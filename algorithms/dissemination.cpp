@@ -9,8 +9,8 @@
 // for round k's receive, so it carries everything heard so far, and the
 // receives follow one another, so the last one completes only once the rank
 // has heard from everyone. Messages carry no data.
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

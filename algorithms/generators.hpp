@@ -3,7 +3,7 @@
 // functions here; add one declaration per function, keeping one per line.
 #pragma once
 
-#include "plan.hpp"
+#include "algorithms/plan.hpp"
 
 namespace braid::plan {
 

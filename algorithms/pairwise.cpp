@@ -30,9 +30,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "builder.hpp"
-#include "generators.hpp"
-#include "common/errors.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::plan {
 

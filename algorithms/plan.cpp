@@ -1,14 +1,14 @@
 // Names, buffer sizes and the printed form of plans (see plan.hpp for the
 // buffer contract these sizes implement).
-#include "plan.hpp"
+#include "algorithms/plan.hpp"
 
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <cctype>
 
-#include "common/errors.hpp"
-#include "verify.hpp"  // to_string(const Step&)
+#include "src/common/errors.hpp"
+#include "algorithms/verify.hpp"  // to_string(const Step&)
 
 namespace braid::plan {
 

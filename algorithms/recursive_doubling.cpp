@@ -32,8 +32,8 @@
 #include <algorithm>
 #include <array>
 
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

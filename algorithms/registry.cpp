@@ -1,8 +1,8 @@
 // The algorithm registry. Adding an algorithm: write algorithms/<name>.cpp,
 // declare its functions in generators.hpp, add one line to the list below.
-#include "registry.hpp"
+#include "algorithms/registry.hpp"
 
-#include "generators.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

@@ -6,8 +6,8 @@
 //
 // Each pair meets at most once (the offsets 2^k < n are distinct mod n), so
 // the per-pair signal order the runtime needs holds trivially.
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

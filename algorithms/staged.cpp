@@ -60,8 +60,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "builder.hpp"
-#include "generators.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
 
 namespace braid::plan {
 

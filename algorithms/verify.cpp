@@ -1,5 +1,5 @@
 // The symbolic verifier (see verify.hpp for what it proves).
-#include "verify.hpp"
+#include "algorithms/verify.hpp"
 
 #include <fmt/core.h>
 

@@ -58,7 +58,7 @@
 
 #include <string>
 
-#include "plan.hpp"
+#include "algorithms/plan.hpp"
 
 namespace braid::plan {
 

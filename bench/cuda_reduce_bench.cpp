@@ -26,7 +26,7 @@
 
 #include "braid/error.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "reduce/half.hpp"
+#include "src/reduce/half.hpp"
 
 using braid::DType;
 using braid::ReduceOp;

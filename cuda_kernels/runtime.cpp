@@ -16,10 +16,10 @@
 #include <string>
 #include <utility>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "cuda_kernels/launch.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 namespace braid::cuda {
 namespace {

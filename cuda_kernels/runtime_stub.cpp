@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 #include "cuda_kernels/cuda.hpp"
 
 namespace braid::cuda {

@@ -17,9 +17,9 @@
 #include "braid/error.hpp"
 #include "braid/version.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "registry.hpp"
+#include "algorithms/registry.hpp"
 #if BRAID_HAVE_VERBS
-#include "verbs/device.hpp"
+#include "transports/verbs/device.hpp"
 #endif
 
 namespace {

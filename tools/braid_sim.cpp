@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "braid/error.hpp"
-#include "cost_model.hpp"
-#include "plan.hpp"
-#include "registry.hpp"
-#include "verify.hpp"
+#include "algorithms/cost_model.hpp"
+#include "algorithms/plan.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/verify.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "braid/error.hpp"
-#include "store/store.hpp"
+#include "src/store/store.hpp"
 
 int main(int argc, char** argv) {
   std::string host;

@@ -1,36 +1,139 @@
-// Transport: moves the bytes of matched messages between two ranks.
+// The transport interface: what moves the bytes of matched messages between
+// two ranks, and what it may ask of the runtime above it.
 //
-// The engine owns matching, waiting and failure policy; a transport only
-// moves frames and tells the engine what arrived. All calls happen with the
-// engine mutex held; transports register their file descriptors with the
-// engine's epoll set through EventSource.
+// Three faces, each small:
+//   - TransportHost: everything a transport may ask of the runtime: complete
+//     a request, take a posted receive or keep an unexpected message, report
+//     a peer failed or left, register a file descriptor, ask whether the job
+//     has aborted. A transport sees nothing else of the runtime, so it can be
+//     driven alone against a fake host (tests/transports/).
+//   - the connect face: the transport's address, whether it reaches a peer,
+//     and a connect that says connected, refused (the peer is gone) or
+//     unavailable (try the next transport), with the reason.
+//   - the message face: send, claim an unexpected message, cancel, and the
+//     progress hooks.
+//
+// Threading: every call except connect() happens with the host's lock held;
+// connect() runs without it (it may block on the network up to its deadline)
+// and adopt() finishes it under the lock.
 #pragma once
 
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <string>
 
-#include "core/request.hpp"
+#include "src/common/time.hpp"
+#include "transports/message.hpp"
 
 namespace braid {
 
-struct Unexpected;
+class Transport;
 
-// Something the engine's epoll loop dispatches to.
+// Something the host's epoll loop dispatches to.
 class EventSource {
  public:
   virtual ~EventSource() = default;
   virtual void on_events(std::uint32_t epoll_events) = 0;
 };
 
+class TransportHost {
+ public:
+  virtual ~TransportHost() = default;
+  // r is done; `error` says it failed.
+  virtual void complete(Request& r, std::exception_ptr error = nullptr) = 0;
+  // Matching: the first posted receive that matches a message from `src`,
+  // unlinked; or null.
+  virtual Request* take_posted(int src, const Envelope& env) = 0;
+  // A message (or its announcement) arrived before its receive: keep it for
+  // a later receive. The reference stays valid until a receive takes it.
+  virtual Unexpected& add_unexpected(std::unique_ptr<Unexpected> u) = 0;
+  // `peer` died or broke the protocol: the host fails what waits on it.
+  virtual void peer_failed(int peer, const std::string& reason) = 0;
+  // `peer` said goodbye (destroy_process_group).
+  virtual void peer_left(int peer) = 0;
+  virtual void add_fd(int fd, EventSource* src, std::uint32_t events) = 0;
+  virtual void mod_fd(int fd, EventSource* src, std::uint32_t events) = 0;
+  virtual void del_fd(int fd) = 0;
+  // The job's abort error, or null while it runs.
+  virtual std::exception_ptr abort_error() const = 0;
+
+  // A whole message arrived from `src` in transport memory (a ring slot, a
+  // receive buffer): into the first matching posted receive, else kept as an
+  // unexpected message (a copy). Built on the calls above (transport.cpp).
+  void deliver_arrived(int src, const Envelope& env, const void* payload, std::size_t bytes, Transport* from);
+  // Receive r matched unexpected message u: copy what arrived, or let the
+  // transport that holds the rest deliver it (claim). A receive that cannot
+  // take it (too small, another dtype) fails and the message is dropped.
+  void deliver(std::unique_ptr<Unexpected> u, Request& r);
+};
+
+// What every transport of a process is built with.
+struct TransportConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::uint64_t job_id = 0;
+  std::string store_host;  // to choose which local address to advertise
+  bool forced = false;     // the backend names this transport (no fallback)
+};
+
+// What the runtime knows of a peer when it connects to it.
+struct PeerInfo {
+  int rank = -1;
+  bool same_host = false;  // the runtime's host identity says so
+  int pid = 0;             // its process id (meaningful on the same host)
+  std::string address;     // what the peer's transport of this kind published
+};
+
+// A connection made outside the host lock, not yet in use; each transport
+// derives its own.
+struct Dialed {
+  virtual ~Dialed() = default;
+};
+
+struct ConnectResult {
+  enum class Status : std::uint8_t {
+    Connected,    // `dialed` is ready for adopt()
+    Refused,      // the peer is gone (its listener refused): a failure of that peer
+    Unavailable,  // this transport cannot reach it; the next one may
+  };
+  Status status = Status::Unavailable;
+  std::string reason;
+  std::unique_ptr<Dialed> dialed;
+
+  static ConnectResult connected(std::unique_ptr<Dialed> d) { return {Status::Connected, {}, std::move(d)}; }
+  static ConnectResult refused(std::string why) { return {Status::Refused, std::move(why), nullptr}; }
+  static ConnectResult unavailable(std::string why) { return {Status::Unavailable, std::move(why), nullptr}; }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  // Can this transport reach `peer` right now without further set-up?
+
+  // --- connect face -----------------------------------------------------------
+  // What peers need to reach this rank through this transport (published in
+  // the store by the runtime). Empty: peers cannot dial us this way.
+  virtual std::string address() const = 0;
+  // Could this transport reach `peer` at all (before any address is read)?
+  // If not, `why` says so for the error that lists every transport tried.
+  virtual bool reaches(const PeerInfo& peer, std::string* why) const = 0;
+  // Connects to `peer` at `peer.address`, without the host lock, by
+  // `deadline`. Throws braid::Error(Timeout) when the peer did not answer.
+  virtual ConnectResult connect(const PeerInfo& peer, Deadline deadline) = 0;
+  // Under the host lock: from now on send() to `peer` goes through `d`.
+  virtual void adopt(int peer, std::unique_ptr<Dialed> d) = 0;
+  // Can this transport send to `peer` right now without further set-up?
   virtual bool connected(int peer) const = 0;
+  // Would this transport see `peer` die (a socket from it, a pidfd on it)?
+  virtual bool watching(int /*peer*/) const { return false; }
+  // A peer that may never have talked to us: is it known to be gone? Called
+  // by the host's watchdog without the lock, for peers nothing watches.
+  virtual bool probe_gone(const PeerInfo& /*peer*/) { return false; }
+
+  // --- message face -------------------------------------------------------------
   // Starts sending r (r.peer, r.env, r.buf, r.bytes); the transport calls
-  // Engine::complete(r) once the data left the caller's buffer.
+  // host.complete(r) once the data left the caller's buffer.
   virtual void send(Request& r) = 0;
   // A receive matched an unexpected message this transport still holds (an
   // announced rendezvous, or an eager payload still arriving): deliver it
@@ -40,20 +143,25 @@ class Transport {
   // wire and the connection had to be closed.
   virtual bool cancel(Request& r) = 0;
   // Closes everything to `peer` after a failure; pending requests on it are
-  // failed by the engine, not here.
+  // failed by the host, not here.
   virtual void drop_peer(int peer) = 0;
   // Says goodbye to every peer and closes (destroy_process_group).
   virtual void shutdown() = 0;
   // Fails every request this transport holds (job abort).
   virtual void fail_all(const std::exception_ptr& e) = 0;
+
+  // --- progress -----------------------------------------------------------------
   // Frees what was retired; called when no progress round is in flight.
   virtual void reap() {}
   // Progress that no file descriptor announces (shared-memory rings, a
   // completion queue): called on every progress round. True if anything
   // happened.
   virtual bool poll() { return false; }
-  // Before the engine sleeps in epoll_wait: arrange to be woken through an
-  // fd in the epoll set. False if work arrived meanwhile (do not sleep).
+  // poll() costs no system call, so a spinning waiter may call it on every
+  // round and look at the file descriptors only now and then.
+  virtual bool cheap_poll() const { return false; }
+  // Before the host sleeps in epoll_wait: arrange to be woken through an fd
+  // in the epoll set. False if work arrived meanwhile (do not sleep).
   virtual bool prepare_sleep() { return true; }
   // After that sleep (called on every transport, prepared or not).
   virtual void after_sleep() {}

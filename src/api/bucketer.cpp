@@ -13,12 +13,12 @@
 #include <mutex>
 #include <utility>
 
-#include "api/checks.hpp"
+#include "src/api/checks.hpp"
 #include "braid/memory.hpp"
 #include "braid/process_group.hpp"
-#include "common/errors.hpp"
-#include "core/context.hpp"
-#include "core/work_chain.hpp"
+#include "src/common/errors.hpp"
+#include "src/core/context.hpp"
+#include "src/core/work_chain.hpp"
 
 namespace braid {
 

@@ -1,13 +1,13 @@
 // Why this file: all_reduce_coalesced and Bucketer take a list of tensors and
 // copy them into packed buffers themselves, so they must refuse what plain
 // all_reduce would refuse, before anything is issued, and name the list entry.
-#include "api/checks.hpp"
+#include "src/api/checks.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
 #include "braid/process_group.hpp"
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 #include <fmt/format.h>
 

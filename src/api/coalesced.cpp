@@ -8,10 +8,10 @@
 #include <memory>
 #include <vector>
 
-#include "api/checks.hpp"
+#include "src/api/checks.hpp"
 #include "braid/ops.hpp"
-#include "core/context.hpp"
-#include "core/work_chain.hpp"
+#include "src/core/context.hpp"
+#include "src/core/work_chain.hpp"
 
 namespace braid {
 

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "braid/process_group.hpp"
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid {
 

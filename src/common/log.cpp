@@ -1,4 +1,4 @@
-#include "common/log.hpp"
+#include "src/common/log.hpp"
 
 #include <unistd.h>
 

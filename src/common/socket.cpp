@@ -1,4 +1,4 @@
-#include "common/socket.hpp"
+#include "src/common/socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::net {
 

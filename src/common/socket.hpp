@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <string>
 
-#include "common/fd.hpp"
-#include "common/time.hpp"
+#include "src/common/fd.hpp"
+#include "src/common/time.hpp"
 
 namespace braid::net {
 

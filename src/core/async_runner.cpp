@@ -1,4 +1,4 @@
-#include "core/async_runner.hpp"
+#include "src/core/async_runner.hpp"
 
 #include <fmt/core.h>
 

@@ -2,7 +2,7 @@
 #include "braid/error.hpp"
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid {
 

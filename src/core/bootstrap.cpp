@@ -9,10 +9,10 @@
 #include <random>
 #include <thread>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "core/context.hpp"
-#include "core/cpu_sets.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/core/context.hpp"
+#include "src/core/cpu_sets.hpp"
 
 namespace braid {
 

@@ -9,17 +9,17 @@
 #include <thread>
 
 #include "braid/ops.hpp"
-#include "common/errors.hpp"
-#include "common/per_thread.hpp"
-#include "core/async_runner.hpp"
-#include "core/context.hpp"
-#include "core/device_staging.hpp"
-#include "core/device_topology.hpp"
-#include "core/executor.hpp"
-#include "core/plan_cache.hpp"
-#include "core/staging_pool.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/per_thread.hpp"
+#include "src/core/async_runner.hpp"
+#include "src/core/context.hpp"
+#include "src/core/device_staging.hpp"
+#include "src/core/device_topology.hpp"
+#include "src/core/executor.hpp"
+#include "src/core/plan_cache.hpp"
+#include "src/core/staging_pool.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 namespace braid {
 

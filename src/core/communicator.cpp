@@ -2,10 +2,10 @@
 // caller's store; its ops are the free functions on its group.
 #include "braid/communicator.hpp"
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "core/context.hpp"
-#include "store/store.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/core/context.hpp"
+#include "src/store/store.hpp"
 
 namespace braid {
 

@@ -1,11 +1,12 @@
-#include "core/context.hpp"
+#include "src/core/context.hpp"
+#include "transports/registry.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "braid/ops.hpp"
-#include "common/errors.hpp"
-#include "core/device_staging.hpp"
+#include "src/common/errors.hpp"
+#include "src/core/device_staging.hpp"
 
 namespace braid {
 
@@ -114,8 +115,9 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
     g.host_of.push_back(static_cast<int>(it - hosts.begin()));
     if (it == hosts.end()) hosts.push_back(id);
   }
-  // "verbs" forces RDMA even between local ranks: no shared memory then.
-  g.shared_memory = hosts.size() <= 1 && (c.backend == "auto" || c.backend == "shm");
+  // A backend that forces another transport ("verbs", "tcp") keeps even
+  // local ranks out of each other's memory.
+  g.shared_memory = hosts.size() <= 1 && transports::shares_host_memory(c.backend);
 }
 
 std::string group_signature(const Context& c, const detail::GroupImpl& g) {

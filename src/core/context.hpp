@@ -13,9 +13,9 @@
 #include "braid/group.hpp"
 #include "braid/options.hpp"
 #include "braid/tensor.hpp"
-#include "core/async_runner.hpp"
-#include "core/engine.hpp"
-#include "store/store.hpp"
+#include "src/core/async_runner.hpp"
+#include "src/core/engine.hpp"
+#include "src/store/store.hpp"
 
 namespace braid {
 

@@ -1,4 +1,4 @@
-#include "core/cpu_sets.hpp"
+#include "src/core/cpu_sets.hpp"
 
 #include <sched.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "core/device_staging.hpp"
+#include "src/core/device_staging.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -7,8 +7,8 @@
 #include <map>
 #include <thread>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
 #include "cuda_kernels/cuda.hpp"
 
 namespace braid::detail {

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "braid/tensor.hpp"
-#include "common/time.hpp"
+#include "src/common/time.hpp"
 
 namespace braid::cuda {
 class Event;

@@ -1,8 +1,8 @@
-#include "core/device_steps.hpp"
+#include "src/core/device_steps.hpp"
 
 #include <thread>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 #include "cuda_kernels/cuda.hpp"
 
 namespace braid::detail {

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/time.hpp"
+#include "src/common/time.hpp"
 
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"

@@ -1,15 +1,15 @@
-#include "core/device_topology.hpp"
+#include "src/core/device_topology.hpp"
 
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 
-#include "common/errors.hpp"
-#include "core/context.hpp"
-#include "core/engine.hpp"
+#include "src/common/errors.hpp"
+#include "src/core/context.hpp"
+#include "src/core/engine.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "store/store.hpp"
+#include "src/store/store.hpp"
 
 namespace braid {
 

@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "common/time.hpp"
+#include "src/common/time.hpp"
 
 namespace braid {
 class Engine;

@@ -1,4 +1,4 @@
-#include "core/engine.hpp"
+#include "src/core/engine.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -9,16 +9,12 @@
 #include <cstring>
 
 #include "braid/ops.hpp"
-#include "common/env.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "common/socket.hpp"
-#include "core/cpu_sets.hpp"
-#include "shm/shm_transport.hpp"
-#include "tcp/tcp_transport.hpp"
-#if BRAID_HAVE_VERBS
-#include "verbs/verbs_transport.hpp"
-#endif
+#include "src/common/env.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
+#include "src/core/cpu_sets.hpp"
+#include "src/core/peers.hpp"
 
 namespace braid {
 
@@ -63,32 +59,27 @@ Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
   spin_ = std::chrono::microseconds(us >= 0 ? us : 50);
   spin_from_env_ = us >= 0;
   last_watchdog_ = Clock::now();
-  // [verbs] backend "verbs" sends everything over RDMA: no shared memory. (The
-  // TCP listener stays: the watchdog probes peers through it.)
-  if (cfg_.backend != "tcp" && cfg_.backend != "verbs") shm_ = std::make_unique<ShmTransport>(*this, cfg_);
-  if (cfg_.backend != "shm") tcp_ = std::make_unique<TcpTransport>(*this, cfg_);
-#if BRAID_HAVE_VERBS
-  if (cfg_.backend == "verbs") verbs_ = std::make_unique<VerbsTransport>(*this, cfg_);
-  else if (cfg_.backend == "auto") verbs_ = VerbsTransport::try_create(*this, cfg_);
-  store_->set(fmt::format("verbs/{}", cfg_.rank), store::to_bytes(verbs_ ? verbs_->address() : std::string("-")));
-#else
-  store_->set(fmt::format("verbs/{}", cfg_.rank), store::to_bytes(std::string("-")));  // [verbs] none here
-#endif
-  host_id_ = ShmTransport::host_identity();
-  store_->set(fmt::format("addr/{}", cfg_.rank), store::to_bytes(tcp_ ? tcp_->address() : std::string()));
-  store_->set(fmt::format("host/{}", cfg_.rank),
-              store::to_bytes(host_id_ + "|" + (shm_ ? shm_->address() : fmt::format("{} -1 -1", ::getpid()))));
+  TransportConfig tc;
+  tc.rank = cfg_.rank;
+  tc.world_size = cfg_.world_size;
+  tc.job_id = cfg_.job_id;
+  tc.store_host = cfg_.store_host;
+  lineup_ = transports::make(*this, tc, cfg_.backend);
+  for (auto& e : lineup_) {
+    all_.push_back(e.transport.get());
+    if (e.transport->cheap_poll()) spinners_.push_back(e.transport.get());
+  }
+  // One record says where this rank runs and how each transport reaches it.
+  host_id_ = host_identity();
+  PeerRecord me{host_id_, static_cast<int>(::getpid()), {}};
+  for (const auto& name : transports::names()) {
+    std::string addr;
+    for (auto& e : lineup_)
+      if (name == e.transport->name()) addr = e.transport->address();
+    me.addresses.emplace_back(name, addr);
+  }
+  publish_peer_record(*store_, cfg_.rank, me);
   store_->set(fmt::format("cpus/{}", cfg_.rank), store::to_bytes(cpus::mine()));
-}
-
-Engine::HostRecord Engine::host_record(int peer, Millis timeout) {
-  const auto v = store::to_string(store_->get(fmt::format("host/{}", peer), timeout));
-  const auto bar = v.find('|');
-  HostRecord h;
-  h.host = v.substr(0, bar);
-  h.shm_address = bar == std::string::npos ? "" : v.substr(bar + 1);
-  h.pid = std::atoi(h.shm_address.c_str());
-  return h;
 }
 
 void Engine::set_local_ranks(int n, int cpus, bool share) {
@@ -96,14 +87,6 @@ void Engine::set_local_ranks(int n, int cpus, bool share) {
   if (!spin_from_env_) spin_ = oversubscribed_ ? std::chrono::microseconds(0) : std::chrono::microseconds(50);
   BRAID_INFO("{} ranks on this host, {} CPUs between them: waiters poll for {} us{}", n, cpus, spin_.count(),
              oversubscribed_ ? " and yield" : "");
-}
-
-void Engine::all_transports(const std::function<void(Transport&)>& f) {
-  if (tcp_) f(*tcp_);
-  if (shm_) f(*shm_);
-#if BRAID_HAVE_VERBS
-  if (verbs_) f(*verbs_);
-#endif
 }
 
 Engine::~Engine() {
@@ -139,23 +122,24 @@ void Engine::kick() {
 
 void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   // Nobody is inside epoll_wait now, so closed connections can be freed.
-  all_transports([](Transport& t) { t.reap(); });
+  for (Transport* t : all_) t->reap();
   bool busy = false;
-  all_transports([&](Transport& t) { busy |= t.poll(); });
+  for (Transport* t : all_) busy |= t->poll();
   if (busy) timeout_ms = 0;
   // Transports that are not fd-driven arrange a wake-up through one before
-  // we sleep (shared memory: the doorbell flag; verbs: arming the CQ).
+  // we sleep (a doorbell flag in shared memory, an armed completion queue).
   const bool sleeping = timeout_ms != 0;
-  if (sleeping) all_transports([&](Transport& t) {
-      if (!t.prepare_sleep()) timeout_ms = 0;
-    });
+  if (sleeping)
+    for (Transport* t : all_)
+      if (!t->prepare_sleep()) timeout_ms = 0;
   token_ = true;
   lk.unlock();
   epoll_event evs[64];
   int n = ::epoll_wait(epoll_.get(), evs, 64, timeout_ms);
   lk.lock();
   token_ = false;
-  if (sleeping) all_transports([](Transport& t) { t.after_sleep(); });
+  if (sleeping)
+    for (Transport* t : all_) t->after_sleep();
   for (int i = 0; i < n; ++i) {
     if (evs[i].data.ptr == nullptr) {
       std::uint64_t v;
@@ -164,14 +148,17 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
     }
     static_cast<EventSource*>(evs[i].data.ptr)->on_events(evs[i].events);
   }
-  all_transports([](Transport& t) { t.poll(); });
+  for (Transport* t : all_) t->poll();
   cv_.notify_all();
 }
 
 void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round) {
-  // A spin: shared memory only, sockets every few rounds.
-  if (shm_ && round % kFdPollEvery != 0) {
-    if (!shm_->poll()) {
+  // A spin: the transports that poll without a system call, file
+  // descriptors every few rounds.
+  if (!spinners_.empty() && round % kFdPollEvery != 0) {
+    bool busy = false;
+    for (Transport* t : spinners_) busy |= t->poll();
+    if (!busy) {
       lk.unlock();
       __builtin_ia32_pause();
       lk.lock();
@@ -206,7 +193,7 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
     if (u->kind == Unexpected::Kind::Local && u->local_send) complete(*u->local_send, e);
   }
   matcher_.unexpected().clear();
-  all_transports([&](Transport& t) { t.fail_all(e); });
+  for (Transport* t : all_) t->fail_all(e);
   // Anything still counted as async (e.g. a receive whose payload was being
   // copied) is failed too, so no Work waits forever.
   auto pending = async_reqs_;
@@ -223,7 +210,8 @@ void Engine::abort_locked(int peer, const std::string& reason, bool publish) {
   publish_abort_ = publish;
   // Fail first: dropping the peer's connections forgets what they held.
   fail_all_locked(abort_error_);
-  if (peer >= 0 && peer != cfg_.rank) all_transports([&](Transport& t) { t.drop_peer(peer); });
+  if (peer >= 0 && peer != cfg_.rank)
+    for (Transport* t : all_) t->drop_peer(peer);
   cv_.notify_all();
   if (token_) kick();
 }
@@ -257,9 +245,8 @@ void Engine::check_abort() {
 
 void Engine::check_peer_alive(int peer) {
   check_abort();
-  const HostRecord h = host_record(peer, Millis(1000));
-  if (h.host == host_id_ && h.pid > 0 && ShmTransport::process_gone(h.pid))
-    abort_peer_gone(peer, "its process is gone (exited or killed)");
+  const PeerRecord h = read_peer_record(*store_, peer, Millis(1000));
+  if (h.host == host_id_ && process_gone(h.pid)) abort_peer_gone(peer, "its process is gone (exited or killed)");
 }
 
 [[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {
@@ -275,6 +262,17 @@ bool Engine::routed(int peer) const {
   return t && t->connected(peer);
 }
 
+void Engine::connect_refused(int peer, const std::string& reason) {
+  std::unique_lock lk(mu_);
+  abort_locked(peer, reason, true);
+  publish_abort(lk);  // learns the root cause if another rank published first
+  throw_aborted(lk);
+}
+
+// Transport choice is this loop: the first transport of the lineup that
+// reaches the peer and connects carries its messages (NCCL's selectTransport
+// in spirit). A refusal means the peer is gone; "unavailable" passes on to
+// the next transport, and the error when none is left lists every reason.
 void Engine::ensure_connected(int peer, Deadline deadline) {
   std::lock_guard g(connect_mu_);
   {
@@ -284,83 +282,39 @@ void Engine::ensure_connected(int peer, Deadline deadline) {
   }
   // Store and socket I/O happen outside the engine mutex: other threads keep
   // making progress while this one dials or maps.
-  const HostRecord h = host_record(peer, Millis(deadline.poll_ms()));
-  const bool same_host = h.host == host_id_;
-#if BRAID_HAVE_VERBS
-  // [verbs] Forced, or between hosts when the peer has a device too.
-  if (verbs_ && (cfg_.backend == "verbs" || !same_host)) {
-    const std::string vaddr =
-        store::to_string(store_->get(fmt::format("verbs/{}", peer), Millis(deadline.poll_ms())));
-    if (vaddr != "-") {
-      auto c = verbs_->dial(peer, vaddr, deadline);
-      if (!c) {
-        const int err = errno;
-        std::unique_lock lk(mu_);
-        if (err == ECONNREFUSED || err == ECONNRESET) {
-          abort_locked(peer, fmt::format("its verbs listener at {} refused the connection (the process "
-                                         "exited or was killed)", vaddr), true);
-          publish_abort(lk);
-          throw_aborted(lk);
-        }
-        throw Error(ErrorCode::Timeout,
-                    fmt::format("could not connect to rank {} at {}: {}", peer, vaddr, errno_text(err)), peer);
-      }
-      std::unique_lock lk(mu_);
-      if (abort_error_) throw_aborted(lk);
-      verbs_->adopt_dialed(peer, std::move(c));
-      route_[static_cast<std::size_t>(peer)] = verbs_.get();
-      BRAID_INFO("rank {}: RDMA verbs", peer);
-      return;
-    }
-    if (cfg_.backend == "verbs")
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("backend 'verbs': rank {} has no usable RDMA device", peer), peer);
-  }
-#endif
-  if (shm_ && same_host) {
+  const PeerRecord rec = read_peer_record(*store_, peer, Millis(deadline.poll_ms()));
+  PeerInfo info;
+  info.rank = peer;
+  info.same_host = rec.host == host_id_;
+  info.pid = rec.pid;
+  std::string reasons;
+  for (auto& e : lineup_) {
+    if (!e.routes) continue;
+    Transport& t = *e.transport;
     std::string why;
-    if (auto a = shm_->attach(peer, h.shm_address, &why)) {
-      std::unique_lock lk(mu_);
-      if (abort_error_) throw_aborted(lk);
-      shm_->adopt(peer, std::move(a));
-      route_[static_cast<std::size_t>(peer)] = shm_.get();
-      BRAID_INFO("rank {}: shared memory", peer);
-      return;
+    if (t.reaches(info, &why)) {
+      info.address = rec.address(t.name());
+      ConnectResult res = t.connect(info, deadline);
+      if (res.status == ConnectResult::Status::Connected) {
+        std::unique_lock lk(mu_);
+        if (abort_error_) throw_aborted(lk);
+        t.adopt(peer, std::move(res.dialed));
+        route_[static_cast<std::size_t>(peer)] = &t;
+        BRAID_INFO("rank {}: {}", peer, t.name());
+        return;
+      }
+      if (res.status == ConnectResult::Status::Refused) connect_refused(peer, res.reason);
+      // Unavailable: a peer on this host whose process is gone explains it.
+      if (info.same_host && process_gone(info.pid)) connect_refused(peer, "its process is gone (exited or killed)");
+      why = res.reason;
+      BRAID_WARN("rank {}: {} unavailable ({}); trying the next transport", peer, t.name(), why);
     }
-    if (ShmTransport::process_gone(h.pid)) {
-      std::unique_lock lk(mu_);
-      abort_locked(peer, "its process is gone (exited or killed)", true);
-      publish_abort(lk);
-      throw_aborted(lk);
-    }
-    if (!tcp_)
-      throw Error(ErrorCode::Transport,
-                  fmt::format("backend 'shm': cannot reach rank {} through shared memory: {}", peer, why), peer);
-    BRAID_WARN("rank {}: shared memory unavailable ({}); using TCP", peer, why);
+    reasons += fmt::format("{}{}: {}", reasons.empty() ? "" : "; ", t.name(), why);
   }
-  if (!tcp_)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("backend 'shm' needs every rank on one host, but rank {} is on another ({} vs {})",
-                            peer, h.host, host_id_), peer);
-  const std::string addr =
-      store::to_string(store_->get(fmt::format("addr/{}", peer), Millis(deadline.poll_ms())));
-  Fd fd = tcp_->dial(peer, addr, deadline);
-  if (!fd.valid()) {
-    const int err = errno;
-    std::unique_lock lk(mu_);
-    if (err == ECONNREFUSED || err == ECONNRESET) {
-      abort_locked(peer, fmt::format("its listener at {} refused the connection (the process "
-                                     "exited or was killed)", addr), true);
-      publish_abort(lk);  // learns the root cause if another rank published first
-      throw_aborted(lk);
-    }
-    throw Error(ErrorCode::Timeout,
-                fmt::format("could not connect to rank {} at {}: {}", peer, addr, errno_text(err)), peer);
-  }
-  std::unique_lock lk(mu_);
-  if (abort_error_) throw_aborted(lk);
-  tcp_->adopt_dialed(peer, std::move(fd));
-  route_[static_cast<std::size_t>(peer)] = tcp_.get();
+  throw Error(ErrorCode::Transport,
+              fmt::format("backend '{}': no transport reaches rank {} ({} host): {}", cfg_.backend, peer,
+                          info.same_host ? "on this" : "on another", reasons),
+              peer);
 }
 
 void Engine::post_send(Request& r, Deadline deadline) {
@@ -382,8 +336,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
     u->bytes = r.bytes;
     u->local_send = &r;
     if (Request* rr = matcher_.take_posted(cfg_.rank, r.env)) {
-      Unexpected& ref = *u;
-      deliver(ref, *rr, std::move(u));
+      deliver(std::move(u), *rr);
     } else {
       matcher_.add_unexpected(std::move(u));
     }
@@ -432,8 +385,7 @@ void Engine::post_recv(Request& r) {
     cv_.notify_all();
   }
   if (u) {
-    Unexpected& ref = *u;
-    deliver(ref, r, std::move(u));
+    deliver(std::move(u), r);
     return;
   }
   matcher_.post(r);
@@ -445,61 +397,6 @@ void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline dea
   r.deadline = deadline;
   std::lock_guard lk(mu_);
   if (!async_thread_.joinable() && !stopping_) async_thread_ = std::thread([this] { async_loop(); });
-}
-
-void Engine::deliver_arrived(int src, const Envelope& env, const void* payload, std::size_t bytes,
-                             Transport* from) {
-  if (Request* r = matcher_.take_posted(src, env)) {
-    r->source = src;
-    if (auto err = receive_error(*r, src, env, bytes)) {
-      complete(*r, err);
-      return;
-    }
-    if (bytes) std::memcpy(r->buf, payload, bytes);
-    r->received = bytes;
-    complete(*r);
-    return;
-  }
-  auto u = std::make_unique<Unexpected>();
-  u->kind = Unexpected::Kind::Eager;
-  u->src = src;
-  u->env = env;
-  u->bytes = bytes;
-  u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
-  if (bytes) std::memcpy(u->data.get(), payload, bytes);
-  u->arrived = bytes;
-  u->transport = from;
-  matcher_.add_unexpected(std::move(u));
-}
-
-void Engine::deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned) {
-  r.source = u.src;
-  if (auto err = receive_error(r, u.src, u.env, u.bytes)) {
-    complete(r, err);
-    if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
-    else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
-      u.transport->claim(std::move(owned), nullptr);
-    return;
-  }
-  r.received = u.bytes;
-  switch (u.kind) {
-    case Unexpected::Kind::Local:
-      if (u.bytes) std::memcpy(r.buf, u.local_send->buf, u.bytes);
-      complete(*u.local_send);
-      complete(r);
-      return;
-    case Unexpected::Kind::Eager:
-      if (u.arrived == u.bytes) {
-        if (u.bytes) std::memcpy(r.buf, u.data.get(), u.bytes);
-        complete(r);
-        return;
-      }
-      u.transport->claim(std::move(owned), &r);
-      return;
-    case Unexpected::Kind::Rendezvous:
-      u.transport->claim(std::move(owned), &r);
-      return;
-  }
 }
 
 // --- waiting ----------------------------------------------------------------
@@ -518,7 +415,7 @@ void Engine::cancel_locked(Request& r, std::exception_ptr e) {
       }
   } else {
     if (r.kind == Request::Kind::Recv) {
-      all_transports([&](Transport& t) { t.cancel(r); });
+      for (Transport* t : all_) t->cancel(r);
     } else if (Transport* t = route_[static_cast<std::size_t>(r.peer)]) {
       clean = t->cancel(r);
     }
@@ -542,11 +439,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
   std::vector<int> probe;
   for (int p = 0; p < cfg_.world_size; ++p)
     if (awaited_[static_cast<std::size_t>(p)] > 0 && p != cfg_.rank && !left_[static_cast<std::size_t>(p)] &&
-        !(tcp_ && tcp_->has_incoming(p)) && !(shm_ && shm_->watching(p))
-#if BRAID_HAVE_VERBS
-        && !(verbs_ && verbs_->watching(p))  // [verbs]
-#endif
-        )
+        std::none_of(all_.begin(), all_.end(), [p](const Transport* t) { return t->watching(p); }))
       probe.push_back(p);
   // The token is ours, so nobody else polls while the mutex is released.
   token_ = true;
@@ -558,18 +451,18 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     seen = store_->try_get("abort");
     for (std::size_t i = 0; i < probe.size() && i < 8 && !seen && dead < 0; ++i) {
       // The peer may have died before ever talking to us. On this host its
-      // pid tells; elsewhere, its listener refusing a connection does.
+      // pid tells; elsewhere, a transport may tell (a listener refusing).
       const int p = probe[i];
-      const HostRecord h = host_record(p, Millis(1000));
-      if (h.host == host_id_ && h.pid > 0) {
-        if (ShmTransport::process_gone(h.pid)) dead = p;
-      } else {
-        auto addr = store::to_string(store_->get(fmt::format("addr/{}", p), Millis(1000)));
-        const auto colon = addr.rfind(':');
-        if (colon != std::string::npos) {
-          Fd fd = net::connect_once(net::resolve(addr.substr(0, colon), std::atoi(addr.c_str() + colon + 1)),
-                                    Deadline::after(Millis(200)));
-          if (!fd.valid() && errno == ECONNREFUSED) dead = p;
+      const PeerRecord h = read_peer_record(*store_, p, Millis(1000));
+      if (h.host == host_id_) {
+        if (process_gone(h.pid)) dead = p;
+        continue;
+      }
+      for (Transport* t : all_) {
+        PeerInfo info{p, false, h.pid, h.address(t->name())};
+        if (!info.address.empty() && t->probe_gone(info)) {
+          dead = p;
+          break;
         }
       }
     }
@@ -775,10 +668,10 @@ void Engine::shutdown() {
   std::unique_lock lk(mu_);
   // Publish a pending abort so that others learn of it even if we exit now.
   publish_abort(lk);
-  all_transports([](Transport& t) {
-    t.shutdown();
-    t.reap();
-  });
+  for (Transport* t : all_) {
+    t->shutdown();
+    t->reap();
+  }
   release_graveyard(lk);
 }
 

@@ -32,19 +32,14 @@
 
 #include "braid/error.hpp"
 #include "braid/version.hpp"
-#include "common/fd.hpp"
-#include "common/time.hpp"
-#include "core/matcher.hpp"
-#include "core/request.hpp"
-#include "store/store.hpp"
+#include "src/common/fd.hpp"
+#include "src/common/time.hpp"
+#include "src/store/store.hpp"
+#include "transports/matcher.hpp"
+#include "transports/registry.hpp"
+#include "transports/transport.hpp"
 
 namespace braid {
-
-class Transport;
-class TcpTransport;
-class ShmTransport;
-class VerbsTransport;
-class EventSource;
 
 struct EngineConfig {
   int rank = 0;
@@ -52,10 +47,13 @@ struct EngineConfig {
   std::uint64_t job_id = 0;
   Millis timeout{300000};
   std::string store_host;  // to choose the address to advertise
-  std::string backend = "auto";  // "auto", "tcp" or "shm"
+  std::string backend = "auto";  // transports/registry.hpp says which there are
 };
 
-class Engine {
+// The engine is the transports' host (transports/transport.hpp): they reach
+// the runtime only through that face, and it reaches them only through
+// Transport, in the registry's order of preference.
+class Engine final : public TransportHost {
  public:
   Engine(EngineConfig cfg, std::shared_ptr<store::Store> store);
   ~Engine();
@@ -91,20 +89,16 @@ class Engine {
   // to another root cause since).
   std::exception_ptr translate(std::exception_ptr e);
 
-  // --- called by transports with the mutex held -----------------------------
-  Matcher& matcher() { return matcher_; }
-  void complete(Request& r, std::exception_ptr error = nullptr);
-  void peer_failed(int peer, const std::string& reason);
-  void peer_left(int peer);  // clean goodbye
-  void add_fd(int fd, EventSource* src, std::uint32_t events);
-  void mod_fd(int fd, EventSource* src, std::uint32_t events);
-  void del_fd(int fd);
-  // A whole message arrived from `src` in transport memory (a ring slot, a
-  // receive buffer): into the first matching posted receive, else kept as an
-  // unexpected message (a copy) for a later one.
-  void deliver_arrived(int src, const Envelope& env, const void* payload, std::size_t bytes, Transport* from);
-  // Delivers an unexpected message to receive r (copy, or pull).
-  void deliver(Unexpected& u, Request& r, std::unique_ptr<Unexpected> owned);
+  // --- TransportHost: called by transports with the mutex held --------------
+  void complete(Request& r, std::exception_ptr error = nullptr) override;
+  Request* take_posted(int src, const Envelope& env) override { return matcher_.take_posted(src, env); }
+  Unexpected& add_unexpected(std::unique_ptr<Unexpected> u) override { return matcher_.add_unexpected(std::move(u)); }
+  void peer_failed(int peer, const std::string& reason) override;
+  void peer_left(int peer) override;  // clean goodbye
+  void add_fd(int fd, EventSource* src, std::uint32_t events) override;
+  void mod_fd(int fd, EventSource* src, std::uint32_t events) override;
+  void del_fd(int fd) override;
+  std::exception_ptr abort_error() const override { return abort_error_; }
 
   // How many ranks of the job run on this host, how many CPUs they may run
   // on between them, and whether they share CPUs (cpus::oversubscribed):
@@ -131,7 +125,6 @@ class Engine {
   // True once the job is known to be aborted; the error names the dead rank.
   bool aborted() const { return abort_error_ != nullptr; }
   int abort_peer() const { return abort_peer_; }
-  const std::exception_ptr& abort_error() const { return abort_error_; }
 
  private:
   struct WaitTarget;
@@ -162,6 +155,10 @@ class Engine {
   void abort_locked(int peer, const std::string& reason, bool publish);
   void fail_all_locked(const std::exception_ptr& e);
   void ensure_connected(int peer, Deadline deadline);
+  // A connect found `peer` gone (its listener refused, its process exited):
+  // abort the job naming it, publish, and throw.
+  [[noreturn]] void connect_refused(int peer, const std::string& reason);
+
   bool routed(int peer) const;
   void spin_round(std::unique_lock<std::mutex>& lk, int round);
   void kick();
@@ -180,22 +177,14 @@ class Engine {
   Fd wake_;  // eventfd: wakes the token holder out of epoll_wait
 
   Matcher matcher_;
-  std::unique_ptr<TcpTransport> tcp_;  // null when backend = "shm"
-  std::unique_ptr<ShmTransport> shm_;  // null when backend = "tcp"
-#if BRAID_HAVE_VERBS
-  // [verbs] RDMA: backend "verbs", or "auto" with an active device (between hosts).
-  std::unique_ptr<VerbsTransport> verbs_;
-#endif
+  // Every transport the backend uses, in order of preference; `all_` and
+  // `spinners_` (those whose poll() costs no system call) for progress.
+  std::vector<transports::Entry> lineup_;
+  std::vector<Transport*> all_;
+  std::vector<Transport*> spinners_;
   std::vector<Transport*> route_;      // per peer, decided on the first send
   std::string host_id_;
-  // The peer's published "host/<rank>" record: host identity and shm address.
-  struct HostRecord {
-    std::string host;
-    std::string shm_address;
-    int pid = 0;
-  };
-  HostRecord host_record(int peer, Millis timeout);
-  void all_transports(const std::function<void(Transport&)>& f);  std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
+  std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
 
   // Abort state: the first failure wins and every later op reports it.
   std::exception_ptr abort_error_;

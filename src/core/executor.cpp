@@ -1,12 +1,12 @@
-#include "core/executor.hpp"
+#include "src/core/executor.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
 
-#include "common/errors.hpp"
-#include "common/per_thread.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/per_thread.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 namespace braid {
 

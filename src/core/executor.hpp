@@ -15,9 +15,9 @@
 #include "braid/error.hpp"
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
-#include "common/time.hpp"
-#include "core/context.hpp"
-#include "plan.hpp"
+#include "src/common/time.hpp"
+#include "src/core/context.hpp"
+#include "algorithms/plan.hpp"
 #include "transports/shm/window.hpp"
 
 namespace braid {

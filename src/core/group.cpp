@@ -2,8 +2,8 @@
 #include "braid/group.hpp"
 
 #include "braid/process_group.hpp"
-#include "common/errors.hpp"
-#include "core/context.hpp"
+#include "src/common/errors.hpp"
+#include "src/core/context.hpp"
 
 namespace braid {
 

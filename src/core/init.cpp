@@ -17,10 +17,11 @@
 
 #include "braid/process_group.hpp"
 #include "braid/version.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "core/context.hpp"
-#include "core/plan_cache.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/core/context.hpp"
+#include "transports/registry.hpp"
+#include "src/core/plan_cache.hpp"
 
 namespace braid {
 
@@ -79,27 +80,10 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
   return s;
 }
 
-void validate_backend(const std::string& b) {
-  if (b == "auto" || b == "tcp" || b == "shm") return;
-#if BRAID_HAVE_VERBS
-  if (b == "verbs") return;
-#else
-  if (b == "verbs")
-    fail(ErrorCode::NotSupported,
-         "backend 'verbs' is not available: this Braid was built without the 'verbs' feature (libibverbs was "
-         "not found; install libibverbs-dev and reconfigure)");
-#endif
-  if (b == "cuda")
-    fail(ErrorCode::NotSupported,
-         "backend '{}' is not available in this version of Braid: expected 'auto', 'tcp' or 'shm'", b);
-  fail(ErrorCode::InvalidArgument,
-       "unknown backend '{}': expected one of 'auto', 'tcp', 'shm', 'verbs', 'cuda'", b);
-}
-
 }  // namespace
 
 void check_group_options(const std::string& backend, Millis timeout) {
-  validate_backend(backend);
+  transports::check_backend(backend);
   algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
   if (timeout.count() <= 0)
     fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", timeout.count());

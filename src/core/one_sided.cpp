@@ -26,13 +26,13 @@
 #include <string>
 #include <thread>
 
-#include "common/errors.hpp"
-#include "common/per_thread.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/per_thread.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "core/device_steps.hpp"
-#include "core/engine.hpp"
-#include "core/executor.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/core/device_steps.hpp"
+#include "src/core/engine.hpp"
+#include "src/core/executor.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 #include "transports/shm/window.hpp"
 
 namespace braid {

@@ -4,10 +4,10 @@
 #include <memory>
 
 #include "braid/ops.hpp"
-#include "common/errors.hpp"
-#include "core/context.hpp"
-#include "core/device_staging.hpp"
-#include "core/work_state.hpp"
+#include "src/common/errors.hpp"
+#include "src/core/context.hpp"
+#include "src/core/device_staging.hpp"
+#include "src/core/work_state.hpp"
 
 namespace braid {
 

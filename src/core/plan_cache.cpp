@@ -1,13 +1,13 @@
-#include "core/plan_cache.hpp"
+#include "src/core/plan_cache.hpp"
 
 #include <cstdlib>
 #include <mutex>
 #include <tuple>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "cost_model.hpp"
-#include "registry.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "algorithms/cost_model.hpp"
+#include "algorithms/registry.hpp"
 
 namespace braid {
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "core/executor.hpp"
-#include "plan.hpp"
+#include "src/core/executor.hpp"
+#include "algorithms/plan.hpp"
 
 namespace braid {
 

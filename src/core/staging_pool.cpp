@@ -1,4 +1,4 @@
-#include "core/staging_pool.hpp"
+#include "src/core/staging_pool.hpp"
 
 #include <map>
 #include <mutex>

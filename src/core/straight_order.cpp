@@ -20,7 +20,7 @@
 #include <deque>
 #include <unordered_map>
 
-#include "core/executor.hpp"
+#include "src/core/executor.hpp"
 
 namespace braid {
 

@@ -1,6 +1,6 @@
 #include "braid/work.hpp"
 
-#include "core/work_state.hpp"
+#include "src/core/work_state.hpp"
 
 namespace braid {
 

@@ -6,12 +6,12 @@
 // collective runs after it has finished, and one submitted before runs
 // before it starts. chain_after completes a CollectiveWork like any async
 // collective does.
-#include "core/work_chain.hpp"
+#include "src/core/work_chain.hpp"
 
 #include <memory>
 
-#include "core/async_runner.hpp"
-#include "core/context.hpp"
+#include "src/core/async_runner.hpp"
+#include "src/core/context.hpp"
 
 namespace braid::detail {
 

@@ -10,7 +10,7 @@
 
 #include "braid/options.hpp"
 #include "braid/work.hpp"
-#include "common/time.hpp"
+#include "src/common/time.hpp"
 
 namespace braid::detail {
 

@@ -4,7 +4,7 @@
 
 #include <exception>
 
-#include "common/time.hpp"
+#include "src/common/time.hpp"
 
 namespace braid::detail {
 

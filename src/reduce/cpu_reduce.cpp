@@ -1,9 +1,9 @@
 // Validation and run-time choice of code path for the CPU reduction kernels.
 // The loops themselves live in kernels_impl.hpp, built once per ISA.
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
-#include "common/errors.hpp"
-#include "reduce/isa_kernels.hpp"
+#include "src/common/errors.hpp"
+#include "src/reduce/isa_kernels.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define BRAID_REDUCE_X86 1

@@ -28,7 +28,7 @@
 
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
-#include "reduce/half.hpp"
+#include "src/reduce/half.hpp"
 
 namespace braid::reduction {
 

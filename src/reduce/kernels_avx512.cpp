@@ -1,7 +1,7 @@
 // The reduction loops for AVX-512 (F, BW for 8-bit lanes, DQ for 64-bit
 // multiplies, VL), with 512-bit vectors preferred. Only called after
 // __builtin_cpu_supports says so (cpu_reduce.cpp).
-#include "reduce/kernels_prelude.hpp"
+#include "src/reduce/kernels_prelude.hpp"
 
 #if BRAID_REDUCE_X86
 #if defined(__clang__)
@@ -15,7 +15,7 @@ BRAID_REDUCE_TARGET_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c,pref
 #define BRAID_REDUCE_F16_LANES 0  // not x86: a plain copy that is never selected
 #endif
 #define BRAID_REDUCE_ISA avx512
-#include "reduce/kernels_impl.hpp"
+#include "src/reduce/kernels_impl.hpp"
 #if BRAID_REDUCE_X86
 BRAID_REDUCE_TARGET_END()
 #endif

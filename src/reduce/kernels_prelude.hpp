@@ -16,8 +16,8 @@
 
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
-#include "reduce/half.hpp"
-#include "reduce/isa_kernels.hpp"
+#include "src/reduce/half.hpp"
+#include "src/reduce/isa_kernels.hpp"
 
 // Compile the code between BEGIN and END for the given target features (GCC's
 // pragma, or clang's equivalent), and tell the vectorizer a loop carries no

@@ -15,9 +15,9 @@
 // caller stores next (a flag a peer reads, say): they are weakly ordered.
 #include <cstring>
 
-#include "common/errors.hpp"
-#include "reduce/cpu_reduce.hpp"
-#include "reduce/kernels_prelude.hpp"
+#include "src/common/errors.hpp"
+#include "src/reduce/cpu_reduce.hpp"
+#include "src/reduce/kernels_prelude.hpp"
 
 namespace braid::reduction {
 

@@ -26,11 +26,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "common/errors.hpp"
-#include "common/fd.hpp"
-#include "common/log.hpp"
-#include "common/time.hpp"
-#include "store/store_wire.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/fd.hpp"
+#include "src/common/log.hpp"
+#include "src/common/time.hpp"
+#include "src/store/store_wire.hpp"
 
 namespace braid::store {
 

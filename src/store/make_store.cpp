@@ -1,6 +1,6 @@
 // tcp_store and file_store: Braid's stores for callers outside the library
 // (a Communicator's members), with the server's lifetime tied to the store.
-#include "store/store.hpp"
+#include "src/store/store.hpp"
 
 namespace braid::store {
 

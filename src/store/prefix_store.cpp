@@ -1,6 +1,6 @@
 // PrefixStore: forwards every call to the base store with "<prefix>/" before
 // each key, so groups sharing one store cannot see each other's keys.
-#include "store/store_wire.hpp"
+#include "src/store/store_wire.hpp"
 
 namespace braid::store {
 

@@ -17,8 +17,8 @@
 #include <system_error>
 #include <vector>
 
-#include "common/errors.hpp"
-#include "store/store.hpp"
+#include "src/common/errors.hpp"
+#include "src/store/store.hpp"
 
 namespace braid::store {
 

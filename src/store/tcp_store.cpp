@@ -6,10 +6,10 @@
 // the next request; the next call reconnects.
 #include <mutex>
 
-#include "common/errors.hpp"
-#include "common/socket.hpp"
-#include "store/store.hpp"
-#include "store/store_wire.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/socket.hpp"
+#include "src/store/store.hpp"
+#include "src/store/store_wire.hpp"
 
 namespace braid::store {
 

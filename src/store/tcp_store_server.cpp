@@ -17,11 +17,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "common/socket.hpp"
-#include "store/store.hpp"
-#include "store/store_wire.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
+#include "src/store/store.hpp"
+#include "src/store/store_wire.hpp"
 
 namespace braid::store {
 

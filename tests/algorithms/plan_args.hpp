@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "plan.hpp"
+#include "algorithms/plan.hpp"
 
 namespace verify_test {
 

@@ -12,11 +12,11 @@
 #include <tuple>
 #include <vector>
 
-#include "builder.hpp"
-#include "core/executor.hpp"
-#include "plan.hpp"
-#include "plan_args.hpp"
-#include "registry.hpp"
+#include "algorithms/builder.hpp"
+#include "src/core/executor.hpp"
+#include "algorithms/plan.hpp"
+#include "tests/algorithms/plan_args.hpp"
+#include "algorithms/registry.hpp"
 
 using namespace braid::plan;
 

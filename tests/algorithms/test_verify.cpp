@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "braid/error.hpp"
-#include "builder.hpp"
-#include "cost_model.hpp"
-#include "plan.hpp"
-#include "plan_args.hpp"
-#include "registry.hpp"
-#include "verify.hpp"
+#include "algorithms/builder.hpp"
+#include "algorithms/cost_model.hpp"
+#include "algorithms/plan.hpp"
+#include "tests/algorithms/plan_args.hpp"
+#include "algorithms/registry.hpp"
+#include "algorithms/verify.hpp"
 
 using namespace braid::plan;
 

@@ -12,7 +12,7 @@
 
 #include <braid/braid.hpp>
 
-#include "reduce/half.hpp"
+#include "src/reduce/half.hpp"
 
 namespace braid_test {
 

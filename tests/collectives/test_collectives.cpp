@@ -12,9 +12,9 @@
 
 #include <fmt/core.h>
 
-#include "mp/harness.hpp"
-#include "reference.hpp"
-#include "registry.hpp"
+#include "tests/mp/harness.hpp"
+#include "tests/collectives/reference.hpp"
+#include "algorithms/registry.hpp"
 
 using namespace braid_test;
 using braid::DType;

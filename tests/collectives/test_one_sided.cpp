@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "builder.hpp"
-#include "core/context.hpp"
-#include "core/executor.hpp"
-#include "mp/harness.hpp"
+#include "algorithms/builder.hpp"
+#include "src/core/context.hpp"
+#include "src/core/executor.hpp"
+#include "tests/mp/harness.hpp"
 #include "transports/shm/shared_alloc.hpp"
 #include "transports/shm/window.hpp"
 

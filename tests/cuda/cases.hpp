@@ -13,7 +13,7 @@
 
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 namespace cuda_test {
 

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "cases.hpp"
+#include "tests/cuda/cases.hpp"
 #include "cuda_kernels/launch.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 using namespace cuda_test;
 namespace em = braid::cuda::emulated;

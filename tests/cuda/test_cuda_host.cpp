@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "core/device_staging.hpp"
+#include "src/core/device_staging.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "mp/harness.hpp"
-#include "usable_in_child.hpp"
+#include "tests/mp/harness.hpp"
+#include "tests/cuda/usable_in_child.hpp"
 
 namespace bc = braid::cuda;
 using braid::DType;

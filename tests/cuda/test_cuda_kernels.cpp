@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "braid/error.hpp"
-#include "cases.hpp"
+#include "tests/cuda/cases.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 using namespace cuda_test;
 namespace bc = braid::cuda;

@@ -29,11 +29,11 @@
 
 #include <fmt/core.h>
 
-#include "collectives/reference.hpp"
+#include "tests/collectives/reference.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "mp/harness.hpp"
-#include "usable_in_child.hpp"
-#include "registry.hpp"
+#include "tests/mp/harness.hpp"
+#include "tests/cuda/usable_in_child.hpp"
+#include "algorithms/registry.hpp"
 
 using namespace braid_test;
 using braid::DType;

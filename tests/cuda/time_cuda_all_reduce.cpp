@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "cuda_kernels/cuda.hpp"
-#include "mp/harness.hpp"
-#include "usable_in_child.hpp"
+#include "tests/mp/harness.hpp"
+#include "tests/cuda/usable_in_child.hpp"
 
 namespace bc = braid::cuda;
 

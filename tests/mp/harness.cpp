@@ -1,4 +1,4 @@
-#include "harness.hpp"
+#include "tests/mp/harness.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "mp/harness.hpp"
+#include "tests/mp/harness.hpp"
 
 using braid::ErrorCode;
 using namespace braid_test;

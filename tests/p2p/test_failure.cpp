@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "mp/harness.hpp"
+#include "tests/mp/harness.hpp"
 
 using namespace braid_test;
 using braid::ErrorCode;

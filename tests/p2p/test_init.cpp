@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "core/context.hpp"
+#include "src/core/context.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "core/cpu_sets.hpp"
-#include "mp/harness.hpp"
+#include "src/core/cpu_sets.hpp"
+#include "tests/mp/harness.hpp"
 
 using namespace braid_test;
 using braid::ErrorCode;

@@ -9,7 +9,7 @@
 
 #include <fmt/core.h>
 
-#include "mp/harness.hpp"
+#include "tests/mp/harness.hpp"
 
 using namespace braid_test;
 using braid::ErrorCode;

@@ -8,10 +8,11 @@
 
 #include <cstring>
 
-#include "common/socket.hpp"
-#include "core/context.hpp"
-#include "mp/harness.hpp"
-#include "wire.hpp"
+#include "src/common/socket.hpp"
+#include "src/core/context.hpp"
+#include "tests/mp/harness.hpp"
+#include "src/core/peers.hpp"
+#include "transports/tcp/wire.hpp"
 
 using namespace braid_test;
 using braid::ErrorCode;
@@ -21,7 +22,7 @@ namespace {
 
 braid::Fd dial_rank(int rank) {
   auto& c = braid::context();
-  const auto addr = braid::store::to_string(c.store->get("addr/" + std::to_string(rank)));
+  const auto addr = braid::read_peer_record(*c.store, rank, braid::Millis(5000)).address("tcp");
   const auto colon = addr.rfind(':');
   auto fd = braid::net::connect_retry(braid::net::resolve(addr.substr(0, colon), std::stoi(addr.substr(colon + 1))),
                                       braid::Deadline::after(braid::Millis(5000)), "rank");

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "braid/error.hpp"
-#include "reduce/cpu_reduce.hpp"
+#include "src/reduce/cpu_reduce.hpp"
 
 using braid::DType;
 using braid::ErrorCode;

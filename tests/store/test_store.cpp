@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "braid/error.hpp"
-#include "common/socket.hpp"
-#include "store/store.hpp"
-#include "store/store_wire.hpp"
+#include "src/common/socket.hpp"
+#include "src/store/store.hpp"
+#include "src/store/store_wire.hpp"
 
 using namespace braid::store;
 using namespace std::chrono_literals;

@@ -13,7 +13,7 @@
 #include <random>
 #include <thread>
 
-#include "mp/harness.hpp"
+#include "tests/mp/harness.hpp"
 
 using namespace braid_test;
 using braid::DType;

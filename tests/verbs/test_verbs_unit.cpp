@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "braid/error.hpp"
-#include "verbs/device.hpp"
-#include "verbs/eager.hpp"
-#include "verbs/handshake.hpp"
-#include "verbs/queue_pair.hpp"
-#include "verbs/reg_cache.hpp"
+#include "transports/verbs/device.hpp"
+#include "transports/verbs/eager.hpp"
+#include "transports/verbs/handshake.hpp"
+#include "transports/verbs/queue_pair.hpp"
+#include "transports/verbs/reg_cache.hpp"
 
 using namespace braid::verbs;
 

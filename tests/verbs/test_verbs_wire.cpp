@@ -10,12 +10,12 @@
 
 #include <cstring>
 
-#include "common/socket.hpp"
-#include "core/context.hpp"
-#include "mp/harness.hpp"
-#include "verbs/handshake.hpp"
-#include "verbs/queue_pair.hpp"
-#include "verbs/verbs_wire.hpp"
+#include "src/common/socket.hpp"
+#include "src/core/context.hpp"
+#include "tests/mp/harness.hpp"
+#include "transports/verbs/handshake.hpp"
+#include "transports/verbs/queue_pair.hpp"
+#include "transports/verbs/verbs_wire.hpp"
 
 using namespace braid_test;
 using braid::ErrorCode;

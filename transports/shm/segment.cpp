@@ -1,4 +1,4 @@
-#include "segment.hpp"
+#include "transports/shm/segment.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -6,7 +6,7 @@
 #include <new>
 #include <utility>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::shm {
 

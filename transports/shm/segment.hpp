@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/fd.hpp"
-#include "ring.hpp"
+#include "src/common/fd.hpp"
+#include "transports/shm/ring.hpp"
 
 namespace braid::shm {
 

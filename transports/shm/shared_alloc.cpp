@@ -1,4 +1,4 @@
-#include "shared_alloc.hpp"
+#include "transports/shm/shared_alloc.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <shared_mutex>
 
 #include "braid/memory.hpp"
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::shm {
 

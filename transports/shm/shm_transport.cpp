@@ -1,4 +1,4 @@
-#include "shm_transport.hpp"
+#include "transports/shm/shm_transport.hpp"
 
 #include <sys/epoll.h>
 #include <poll.h>
@@ -13,17 +13,14 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/env.hpp"
-#include "pidfd.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
+#include "src/common/env.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/pidfd.hpp"
 
 namespace braid {
 
 namespace {
-
-using shm::pidfd_getfd;
-using shm::pidfd_open;
 
 std::size_t eager_limit_from_env() {
   // Up to 16 KiB two copies through the ring beat a system call plus page
@@ -73,26 +70,13 @@ struct ShmTransport::Peer {
   bool gone = false;
 };
 
-std::string ShmTransport::host_identity() {
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  auto ino = [](const char* p) -> unsigned long long {
-    struct stat st{};
-    return ::stat(p, &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0ULL;
-  };
-  // pid namespace: pids must mean the same processes; net namespace: ranks
-  // in separate network namespaces are treated as separate hosts.
-  return fmt::format("{}/uid{}/pidns{}/netns{}", boot, ::getuid(), ino("/proc/self/ns/pid"),
-                     ino("/proc/self/ns/net"));
-}
-
-ShmTransport::ShmTransport(Engine& engine, const EngineConfig& cfg)
-    : e_(engine), cfg_(cfg), own_(shm::create_segment(cfg.job_id, cfg.rank, cfg.world_size, shm::kRingBytes)),
+ShmTransport::ShmTransport(TransportHost& host, const TransportConfig& cfg)
+    : host_(host), cfg_(cfg), own_(shm::create_segment(cfg.job_id, cfg.rank, cfg.world_size, shm::kRingBytes)),
       tails_(static_cast<std::size_t>(cfg.world_size), 0), eager_limit_(eager_limit_from_env()) {
   doorbell_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!doorbell_.valid()) fail(ErrorCode::Transport, "eventfd failed: {}", errno_text());
   doorbell_src_ = std::make_unique<Doorbell>(doorbell_.get());
-  e_.add_fd(doorbell_.get(), doorbell_src_.get(), EPOLLIN);
+  host_.add_fd(doorbell_.get(), doorbell_src_.get(), EPOLLIN);
   for (int i = 0; i < cfg.world_size; ++i) peers_.push_back(std::make_unique<Peer>());
 }
 
@@ -109,12 +93,16 @@ bool ShmTransport::connected(int p) const {
 
 bool ShmTransport::watching(int p) const { return peers_[static_cast<std::size_t>(p)]->watch != nullptr; }
 
-bool ShmTransport::process_gone(pid_t pid) {
-  Fd fd(pidfd_open(pid));
-  if (!fd.valid()) return errno == ESRCH;
-  // A pidfd is readable once the process has exited, zombie or not.
-  pollfd p{fd.get(), POLLIN, 0};
-  return ::poll(&p, 1, 0) > 0;
+bool ShmTransport::reaches(const PeerInfo& peer, std::string* why) const {
+  if (peer.same_host) return true;
+  *why = "shared memory reaches ranks on this host only";
+  return false;
+}
+
+ConnectResult ShmTransport::connect(const PeerInfo& peer, Deadline) {
+  std::string why;
+  if (auto a = attach(peer.rank, peer.address, &why)) return ConnectResult::connected(std::move(a));
+  return ConnectResult::unavailable(std::move(why));
 }
 
 std::unique_ptr<ShmTransport::Attachment> ShmTransport::attach(int p, const std::string& address, std::string* why) {
@@ -153,7 +141,8 @@ std::unique_ptr<ShmTransport::Attachment> ShmTransport::attach(int p, const std:
   return a;
 }
 
-void ShmTransport::adopt(int p, std::unique_ptr<Attachment> a) {
+void ShmTransport::adopt(int p, std::unique_ptr<Dialed> d) {
+  auto* a = static_cast<Attachment*>(d.get());
   Peer& x = peer(p);
   if (x.out.valid()) return;
   x.pid = a->pid;
@@ -168,7 +157,7 @@ void ShmTransport::adopt(int p, std::unique_ptr<Attachment> a) {
   x.out = shm::RingWriter(c, x.seg.ring_data(cfg_.rank), x.seg.header()->ring_bytes);
   if (!x.watch) {
     x.watch = std::make_unique<PeerWatch>(*this, p);
-    e_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
+    host_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
   }
 }
 
@@ -185,7 +174,7 @@ void ShmTransport::watch_sender(int s) {
     return;
   }
   x.watch = std::make_unique<PeerWatch>(*this, s);
-  e_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
+  host_.add_fd(x.pidfd.get(), x.watch.get(), EPOLLIN);
 }
 
 void ShmTransport::ring_doorbell(Peer& p) {
@@ -202,7 +191,7 @@ void ShmTransport::push_or_queue(int p, const shm::RecordHeader& h, Request* r) 
   const bool eager = h.type == shm::RecordType::Eager;
   if (x.pending.empty() && x.out.push(h, eager ? r->buf : nullptr, eager ? h.bytes : 0)) {
     ring_doorbell(x);
-    if (eager) e_.complete(*r);
+    if (eager) host_.complete(*r);
     return;
   }
   x.pending.push_back({h, eager ? r : nullptr});
@@ -221,7 +210,7 @@ bool ShmTransport::flush_pending(int p) {
     any = true;
     if (r) {
       r->queued = false;
-      e_.complete(*r);
+      host_.complete(*r);
     }
   }
   if (any) ring_doorbell(x);
@@ -247,15 +236,15 @@ void ShmTransport::send(Request& r) {
 }
 
 void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload) {
-  e_.deliver_arrived(src, Envelope{h.ctx, h.tag, h.reserved[0]}, payload, static_cast<std::size_t>(h.bytes), this);
+  host_.deliver_arrived(src, Envelope{h.ctx, h.tag, h.reserved[0]}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
   const Envelope env{h.ctx, h.tag, h.reserved[0]};
-  if (Request* r = e_.matcher().take_posted(src, env)) {
+  if (Request* r = host_.take_posted(src, env)) {
     r->source = src;
     if (auto err = receive_error(*r, src, env, static_cast<std::size_t>(h.bytes))) {
-      e_.complete(*r, err);
+      host_.complete(*r, err);
       r = nullptr;
     } else {
       r->received = static_cast<std::size_t>(h.bytes);
@@ -271,7 +260,7 @@ void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
   u->transport = this;
   u->send_token = h.token;
   u->remote_addr = h.addr;
-  e_.matcher().add_unexpected(std::move(u));
+  host_.add_unexpected(std::move(u));
 }
 
 void ShmTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
@@ -294,14 +283,14 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
       if (n <= 0) {
         // The sender withdrew the buffer (it aborted, or died): the job is
         // over; the abort names the root cause once known.
-        e_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
+        host_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
                                         n < 0 ? errno_text() : "no progress"));
-        e_.complete(*r, e_.abort_error());
+        host_.complete(*r, host_.abort_error());
         return;
       }
       done += static_cast<std::size_t>(n);
     }
-    if (r) e_.complete(*r);
+    if (r) host_.complete(*r);
   }
   // Answer FIN through our ring in the sender's segment (attach on demand,
   // from what it left in our ring's control block).
@@ -310,7 +299,7 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
     std::string why;
     auto a = attach(src, fmt::format("{} {} {}", c->pid, c->memfd, c->eventfd), &why);
     if (!a) {
-      e_.peer_failed(src, fmt::format("cannot answer it through shared memory: {}", why));
+      host_.peer_failed(src, fmt::format("cannot answer it through shared memory: {}", why));
       return;
     }
     adopt(src, std::move(a));
@@ -330,7 +319,7 @@ bool ShmTransport::drain(int s) {
   const std::uint8_t* data = own_.ring_data(s);
   const std::size_t cap = own_.header()->ring_bytes;
   auto corrupt = [&](const char* what) {
-    e_.peer_failed(s, fmt::format("it wrote a malformed record into its shared-memory ring ({})", what));
+    host_.peer_failed(s, fmt::format("it wrote a malformed record into its shared-memory ring ({})", what));
   };
   if (head - t > cap) {
     corrupt("head beyond capacity");
@@ -362,20 +351,20 @@ bool ShmTransport::drain(int s) {
         if (it != rts_out_.end()) {
           Request* r = it->second;
           rts_out_.erase(it);
-          e_.complete(*r);
+          host_.complete(*r);
         }
         break;
       }
       case shm::RecordType::Bye:
         peer(s).bye = true;
-        e_.peer_left(s);
+        host_.peer_left(s);
         break;
       default:
         corrupt("unknown record type");
         return true;
     }
     t += h.length;
-    if (e_.aborted()) break;
+    if (host_.abort_error()) break;
   }
   tails_[static_cast<std::size_t>(s)] = t;
   c->tail.store(t, std::memory_order_release);
@@ -413,18 +402,18 @@ void ShmTransport::on_peer_exit(int p) {
   if (x.gone) return;
   drain(p);  // records it wrote before exiting are still valid
   x.gone = true;
-  if (x.pidfd.valid()) e_.del_fd(x.pidfd.get());
+  if (x.pidfd.valid()) host_.del_fd(x.pidfd.get());
   const bool left = x.bye || (x.seg.valid() && x.seg.header()->state.load(std::memory_order_acquire) ==
                                                    static_cast<std::uint32_t>(shm::SegmentState::Left));
   if (left) {
     auto e = std::make_exception_ptr(Error(
         ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", p), p));
     for (auto& f : x.pending)
-      if (f.r) e_.complete(*f.r, e);
+      if (f.r) host_.complete(*f.r, e);
     x.pending.clear();
-    e_.peer_left(p);
+    host_.peer_left(p);
   } else {
-    e_.peer_failed(p, "its process exited without leaving the job (killed or crashed)");
+    host_.peer_failed(p, "its process exited without leaving the job (killed or crashed)");
   }
 }
 
@@ -445,17 +434,17 @@ bool ShmTransport::cancel(Request& r) {
 void ShmTransport::drop_peer(int p) {
   Peer& x = peer(p);
   x.pending.clear();
-  if (x.watch && x.pidfd.valid() && !x.gone) e_.del_fd(x.pidfd.get());
+  if (x.watch && x.pidfd.valid() && !x.gone) host_.del_fd(x.pidfd.get());
   x.gone = true;
 }
 
 void ShmTransport::fail_all(const std::exception_ptr& e) {
   for (auto& x : peers_) {
     for (auto& f : x->pending)
-      if (f.r) e_.complete(*f.r, e);
+      if (f.r) host_.complete(*f.r, e);
     x->pending.clear();
   }
-  for (auto& [tok, r] : rts_out_) e_.complete(*r, e);
+  for (auto& [tok, r] : rts_out_) host_.complete(*r, e);
   rts_out_.clear();
 }
 
@@ -469,10 +458,10 @@ void ShmTransport::shutdown() {
       h.type = shm::RecordType::Bye;
       if (x->out.push(h, nullptr, 0)) ring_doorbell(*x);
     }
-    if (x->watch && x->pidfd.valid() && !x->gone) e_.del_fd(x->pidfd.get());
+    if (x->watch && x->pidfd.valid() && !x->gone) host_.del_fd(x->pidfd.get());
     x->gone = true;
   }
-  e_.del_fd(doorbell_.get());
+  host_.del_fd(doorbell_.get());
   shut_ = true;
 }
 

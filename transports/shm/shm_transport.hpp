@@ -13,7 +13,7 @@
 // cost the sender nothing, and one epoll waits on sockets and shared memory
 // alike.
 //
-// Death: a pidfd per peer, in the engine's epoll, fires when the process
+// Death: a pidfd per peer, in the host's epoll, fires when the process
 // exits. A peer that left cleanly sent BYE through every ring it wrote and
 // marked its own segment Left first; otherwise the exit is a failure.
 #pragma once
@@ -27,36 +27,29 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/engine.hpp"
-#include "segment.hpp"
-#include "transport.hpp"
+#include "transports/shm/segment.hpp"
+#include "transports/transport.hpp"
 
 namespace braid {
 
 class ShmTransport final : public Transport {
  public:
-  ShmTransport(Engine& engine, const EngineConfig& cfg);
+  ShmTransport(TransportHost& host, const TransportConfig& cfg);
   ~ShmTransport() override;
 
   const char* name() const override { return "shm"; }
-  // Identifies "the same host" for shared memory: boot id, user, and the
-  // pid and network namespaces (not the host name: containers share it).
-  static std::string host_identity();
   // What peers need to attach to us: "pid memfd eventfd".
-  std::string address() const;
-
+  std::string address() const override;
+  // Peers on this host (as the runtime's host identity says).
+  bool reaches(const PeerInfo& peer, std::string* why) const override;
+  // Takes the peer's memfd and eventfd through a pidfd and maps its segment.
+  // Unavailable (with the reason) when the kernel does not allow it; the
+  // runtime then tries the next transport.
+  ConnectResult connect(const PeerInfo& peer, Deadline deadline) override;
+  void adopt(int peer, std::unique_ptr<Dialed> d) override;
   bool connected(int peer) const override;
-  // Outside the engine mutex: takes the peer's memfd and eventfd through a
-  // pidfd and maps its segment. Returns false (with `why`) when the kernel
-  // does not allow it; the engine then uses TCP for that peer.
-  struct Attachment {
-    pid_t pid = 0;
-    Fd pidfd;
-    shm::Mapping seg;
-    Fd doorbell;
-  };
-  std::unique_ptr<Attachment> attach(int peer, const std::string& address, std::string* why);
-  void adopt(int peer, std::unique_ptr<Attachment> a);  // under the mutex
+  // A pidfd watches the peer's process.
+  bool watching(int peer) const override;
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
@@ -64,23 +57,29 @@ class ShmTransport final : public Transport {
   void drop_peer(int peer) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
-  // Is a pidfd watching `peer` (so its death will be seen)?
-  bool watching(int peer) const;
 
   // Drains inbound rings and retries records that found a ring full. True
   // if anything happened. Called by the engine on every progress round.
   bool poll() override;
+  bool cheap_poll() const override { return true; }
   // The sleep handshake (see above). prepare_sleep() returns false when
   // work arrived meanwhile: do not sleep.
   bool prepare_sleep() override;
   void after_sleep() override;
-  // Is `pid` (a peer's) gone? For the engine's watchdog.
-  static bool process_gone(pid_t pid);
 
   struct Peer;
 
  private:
   friend class PeerWatch;
+  // A peer's segment mapped and its doorbell taken, not yet in use.
+  struct Attachment final : Dialed {
+    pid_t pid = 0;
+    Fd pidfd;
+    shm::Mapping seg;
+    Fd doorbell;
+  };
+  // Null (with `why`) when the kernel does not let us attach.
+  std::unique_ptr<Attachment> attach(int peer, const std::string& address, std::string* why);
   void on_peer_exit(int peer);
   bool drain(int sender);
   void deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload);
@@ -92,8 +91,8 @@ class ShmTransport final : public Transport {
   void watch_sender(int sender);
   Peer& peer(int p) { return *peers_[static_cast<std::size_t>(p)]; }
 
-  Engine& e_;
-  EngineConfig cfg_;
+  TransportHost& host_;
+  TransportConfig cfg_;
   shm::Mapping own_;
   Fd doorbell_;  // our eventfd, in the engine's epoll
   std::unique_ptr<EventSource> doorbell_src_;

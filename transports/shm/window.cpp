@@ -1,4 +1,4 @@
-#include "window.hpp"
+#include "transports/shm/window.hpp"
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -16,10 +16,10 @@
 #include <optional>
 #include <thread>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "pidfd.hpp"
-#include "ring.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/pidfd.hpp"
+#include "transports/shm/ring.hpp"
 
 namespace braid::shm {
 

@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "common/fd.hpp"
-#include "common/time.hpp"
-#include "shared_alloc.hpp"
-#include "store/store.hpp"
+#include "src/common/fd.hpp"
+#include "src/common/time.hpp"
+#include "transports/shm/shared_alloc.hpp"
+#include "src/store/store.hpp"
 
 namespace braid::shm {
 

@@ -1,4 +1,4 @@
-#include "connection.hpp"
+#include "transports/tcp/connection.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -7,10 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "core/engine.hpp"
-#include "tcp_transport.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 namespace braid {
 
@@ -25,9 +24,9 @@ constexpr std::size_t kReadBuffer = 64 * 1024;
 constexpr std::size_t kDirectBytes = 16 * 1024;
 }  // namespace
 
-Connection::Connection(TcpTransport& owner, Fd fd, int peer, bool dialed)
-    : t_(owner), fd_(std::move(fd)), peer_(peer), dialed_(dialed) {
-  t_.engine().add_fd(fd_.get(), this, EPOLLIN);
+Connection::Connection(TcpTransport& owner, Fd fd, int peer, bool dialed, std::uint64_t id)
+    : t_(owner), fd_(std::move(fd)), peer_(peer), dialed_(dialed), id_(id) {
+  t_.host().add_fd(fd_.get(), this, EPOLLIN);
 }
 
 Connection::~Connection() = default;
@@ -35,7 +34,7 @@ Connection::~Connection() = default;
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
-  t_.engine().del_fd(fd_.get());
+  t_.host().del_fd(fd_.get());
   fd_.reset();
 }
 
@@ -45,32 +44,47 @@ void Connection::on_events(std::uint32_t events) {
   if (!closed_ && (events & EPOLLOUT)) flush();
 }
 
-void Connection::enqueue(Request& r) {
-  r.qnext = nullptr;
-  r.queued = true;
-  r.conn = this;
-  r.frame_written = 0;
-  if (qtail_) qtail_->qnext = &r;
-  else qhead_ = &r;
-  qtail_ = &r;
+void Connection::enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload) {
+  if (qcount_ == q_.size()) {
+    // Grow, keeping the ring's order (oldest first).
+    std::vector<Outgoing> bigger;
+    bigger.reserve(q_.empty() ? 8 : 2 * q_.size());
+    for (std::size_t i = 0; i < qcount_; ++i) bigger.push_back(at(i));
+    bigger.resize(bigger.capacity());
+    q_ = std::move(bigger);
+    qhead_ = 0;
+  }
+  at(qcount_) = Outgoing{r, h, payload, 0};
+  ++qcount_;
+  if (r) r->queued = true;
   // Write now, on the caller's thread, unless older frames are still waiting
   // for socket space (then EPOLLOUT already watches for it).
-  if (qhead_ == &r) flush();
+  if (qcount_ == 1) flush();
 }
 
 bool Connection::unqueue(Request& r) {
-  if (!r.queued || r.conn != this || r.frame_written > 0) return false;
-  Request* prev = nullptr;
-  for (Request* q = qhead_; q; prev = q, q = q->qnext) {
-    if (q != &r) continue;
-    if (prev) prev->qnext = q->qnext;
-    else qhead_ = q->qnext;
-    if (qtail_ == q) qtail_ = prev;
+  for (std::size_t i = 0; i < qcount_; ++i) {
+    if (at(i).r != &r) continue;
+    if (at(i).written > 0) {
+      // Partly written. A frame without payload (RTS, CTS) still goes out
+      // whole from its copy of the header, detached from r, which the peer
+      // treats as it treats a withdrawn rendezvous; one with payload cannot.
+      if (at(i).payload > 0) return false;
+      at(i).r = nullptr;
+      r.queued = false;
+      return true;
+    }
+    // Close the gap (a cancel: rare, and queues are short).
+    for (std::size_t j = i; j + 1 < qcount_; ++j) at(j) = at(j + 1);
+    --qcount_;
     r.queued = false;
-    r.qnext = nullptr;
     return true;
   }
   return false;
+}
+
+bool Connection::writing(const Request& r) const {
+  return qcount_ > 0 && at(0).r == &r && at(0).written > 0 && at(0).payload > 0;
 }
 
 bool Connection::divert(Request& r) {
@@ -83,16 +97,17 @@ bool Connection::divert(Request& r) {
 void Connection::adopt_partial(std::unique_ptr<Unexpected> u) { partial_ = std::move(u); }
 
 void Connection::flush() {
-  while (qhead_ && !closed_) {
-    Request& r = *qhead_;
-    const std::size_t total = kHeader + r.frame_payload;
+  while (qcount_ > 0 && !closed_) {
+    Outgoing& o = front();
+    const std::size_t total = kHeader + o.payload;
+    char* buf = o.r ? static_cast<char*>(o.r->buf) : nullptr;
     iovec iov[2];
     int cnt = 0;
-    if (r.frame_written < kHeader) {
-      iov[cnt++] = {reinterpret_cast<char*>(&r.frame) + r.frame_written, kHeader - r.frame_written};
-      if (r.frame_payload > 0) iov[cnt++] = {r.buf, r.frame_payload};
+    if (o.written < kHeader) {
+      iov[cnt++] = {reinterpret_cast<char*>(&o.h) + o.written, kHeader - o.written};
+      if (o.payload > 0) iov[cnt++] = {buf, o.payload};
     } else {
-      iov[cnt++] = {static_cast<char*>(r.buf) + (r.frame_written - kHeader), total - r.frame_written};
+      iov[cnt++] = {buf + (o.written - kHeader), total - o.written};
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -104,43 +119,31 @@ void Connection::flush() {
       broken(fmt::format("send failed: {}", errno_text()));
       return;
     }
-    r.frame_written += static_cast<std::size_t>(n);
-    r.started = true;
-    if (r.frame_written < total) continue;
-    qhead_ = r.qnext;
-    if (!qhead_) qtail_ = nullptr;
-    r.qnext = nullptr;
-    r.queued = false;
-    r.frame_written = 0;
-    frame_written(r);
+    o.written += static_cast<std::size_t>(n);
+    if (o.written < total) continue;
+    Request* r = o.r;
+    const auto type = static_cast<wire::FrameType>(o.h.type);
+    pop_front();
+    if (r) {
+      r->queued = false;
+      frame_written(*r, type);
+    }
   }
   update_interest();
 }
 
 void Connection::update_interest() {
   if (closed_) return;
-  bool want = qhead_ != nullptr;
+  bool want = qcount_ > 0;
   if (want == want_out_) return;
   want_out_ = want;
-  t_.engine().mod_fd(fd_.get(), this, EPOLLIN | (want ? EPOLLOUT : 0u));
+  t_.host().mod_fd(fd_.get(), this, EPOLLIN | (want ? EPOLLOUT : 0u));
 }
 
-void Connection::frame_written(Request& r) {
-  switch (static_cast<wire::FrameType>(r.frame.type)) {
-    case wire::FrameType::Eager:
-    case wire::FrameType::Data:
-      r.started = false;
-      t_.engine().complete(r);
-      break;
-    case wire::FrameType::Rts:  // now waits for the CTS
-    case wire::FrameType::Cts:  // the receive now waits for DATA
-      r.started = false;
-      break;
-    default:
-      break;
-  }
-  // Control frames the transport allocated are done once written; the owner
-  // frees them when it reaps (they are tiny and rare).
+void Connection::frame_written(Request& r, wire::FrameType type) {
+  // EAGER and DATA carried the payload: the send is done. After RTS the
+  // send waits for the CTS; after CTS the receive waits for DATA.
+  if (type == wire::FrameType::Eager || type == wire::FrameType::Data) t_.host().complete(r);
 }
 
 // Reads whatever the socket has. Headers, small payloads and discarded
@@ -239,13 +242,13 @@ void Connection::handle_header() {
       }
       const Envelope env{h.ctx, h.tag, h.reserved};
       const auto bytes = static_cast<std::size_t>(h.bytes);
-      Request* r = t_.engine().matcher().take_posted(peer_, env);
+      Request* r = t_.host().take_posted(peer_, env);
       remaining_ = bytes;
       if (r) {
         r->source = peer_;
         if (auto err = receive_error(*r, peer_, env, bytes)) {
           // The receive fails; the message is consumed and dropped.
-          t_.engine().complete(*r, err);
+          t_.host().complete(*r, err);
           rstate_ = ReadState::Discard;
         } else {
           r->received = bytes;
@@ -261,8 +264,8 @@ void Connection::handle_header() {
         u->bytes = bytes;
         u->data.reset(new std::uint8_t[bytes ? bytes : 1]);
         u->transport = &t_;
-        u->conn = this;
-        Unexpected& ref = t_.engine().matcher().add_unexpected(std::move(u));
+        u->channel = id_;
+        Unexpected& ref = t_.host().add_unexpected(std::move(u));
         reading_unexp_ = &ref;
         dst_ = reinterpret_cast<char*>(ref.data.get());
         rstate_ = ReadState::Payload;
@@ -302,7 +305,7 @@ void Connection::payload_done() {
   rstate_ = ReadState::Header;
   if (reading_req_) {
     Request* r = std::exchange(reading_req_, nullptr);
-    t_.engine().complete(*r);
+    t_.host().complete(*r);
     return;
   }
   if (reading_unexp_) {
@@ -314,7 +317,7 @@ void Connection::payload_done() {
       if (owned->waiter) {
         Request& r = *owned->waiter;
         if (owned->bytes) std::memcpy(r.buf, owned->data.get(), owned->bytes);
-        t_.engine().complete(r);
+        t_.host().complete(r);
       }
     }
   }

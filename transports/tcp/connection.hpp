@@ -3,21 +3,22 @@
 // Reading is a small state machine (header -> payload -> header ...) that
 // writes payload bytes straight into the matched receive buffer when the
 // receive was posted first; otherwise into the unexpected message's buffer.
-// Writing drains a queue of requests with writev: header and payload in one
-// system call, no staging copy. Both directions are non-blocking and driven
-// by the engine's epoll loop; all calls happen under the engine mutex.
+// Writing drains a queue of frames with sendmsg: header and payload in one
+// system call, no staging copy. The framing state (each frame's header and
+// how much of it is written) lives here, in the queue, not in the requests.
+// Both directions are non-blocking and driven by the host's epoll loop; all
+// calls happen under the host's lock.
 #pragma once
 
 #include <cstdint>
 #include <sys/types.h>
 
 #include <memory>
+#include <vector>
 
-#include "common/fd.hpp"
-#include "core/matcher.hpp"
-#include "core/request.hpp"
-#include "transport.hpp"
-#include "wire.hpp"
+#include "src/common/fd.hpp"
+#include "transports/tcp/wire.hpp"
+#include "transports/transport.hpp"
 
 namespace braid {
 
@@ -25,13 +26,14 @@ class TcpTransport;
 
 class Connection final : public EventSource {
  public:
-  Connection(TcpTransport& owner, Fd fd, int peer, bool dialed);
+  Connection(TcpTransport& owner, Fd fd, int peer, bool dialed, std::uint64_t id);
   ~Connection() override;
 
   void on_events(std::uint32_t events) override;
-  // Appends r (whose `frame` is filled in) to the send queue and writes what
-  // the socket takes now.
-  void enqueue(Request& r);
+  // Appends a frame to the send queue and writes what the socket takes now:
+  // header h, then `payload` bytes of r's buffer. r is null for a control
+  // frame that belongs to no request; otherwise it is marked queued here.
+  void enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload);
   // Closes the socket; requests queued here are left for the owner to fail.
   void close();
 
@@ -40,24 +42,34 @@ class Connection final : public EventSource {
   bool closed() const { return closed_; }
   bool said_bye() const { return bye_received_; }
   int fd() const { return fd_.get(); }
+  // Names this connection in Unexpected::channel (never reused).
+  std::uint64_t id() const { return id_; }
+  bool idle() const { return qcount_ == 0; }
 
   // A receive claimed the unexpected message this connection is still
   // filling: finish it, then hand the data to `u->waiter` (or drop it).
   void adopt_partial(std::unique_ptr<Unexpected> u);
-  // Withdraws r if it is queued and not started; true on success.
+  // Withdraws r's frame: true unless payload bytes of r's are partly
+  // written (or r has no frame here).
   bool unqueue(Request& r);
+  // Is a frame with r's payload partly written (the stream would be out of
+  // step without the rest)?
+  bool writing(const Request& r) const;
   // Stops writing payload into r (a cancelled receive): drain to nowhere.
   bool divert(Request& r);
-  // Calls f on every request queued here (for failure handling).
+  // Empties the send queue, calling f on each request that had a frame in
+  // it (for failure handling).
   template <class F>
-  void for_each_queued(F&& f) {
-    for (Request* r = qhead_; r;) {
-      Request* next = r->qnext;
-      f(*r);
-      r = next;
+  void drain_queue(F&& f) {
+    while (qcount_ > 0) {
+      Request* r = front().r;
+      pop_front();
+      if (r) {
+        r->queued = false;
+        f(*r);
+      }
     }
   }
-  void clear_queue() { qhead_ = qtail_ = nullptr; }
   Request* reading_request() const { return reading_req_; }
   Unexpected* reading_unexpected() const { return reading_unexp_; }
 
@@ -68,10 +80,28 @@ class Connection final : public EventSource {
   void handle_header();
   void payload_done();
   void flush();
-  void frame_written(Request& r);
+  void frame_written(Request& r, wire::FrameType type);
   void update_interest();
   // A fatal condition on this socket: tell the transport (which fails the peer).
   void broken(const std::string& why);
+
+  // One frame waiting to be written.
+  struct Outgoing {
+    Request* r;              // null: a control frame of no request
+    wire::FrameHeader h;
+    std::size_t payload;     // bytes of r->buf after the header
+    std::size_t written;     // of header + payload
+  };
+  // The queue is a ring over a vector that only grows, by doubling (so its
+  // size is a power of two): no allocation per frame once it has grown to
+  // the deepest queue seen.
+  Outgoing& front() { return q_[qhead_]; }
+  Outgoing& at(std::size_t i) { return q_[(qhead_ + i) & (q_.size() - 1)]; }
+  const Outgoing& at(std::size_t i) const { return q_[(qhead_ + i) & (q_.size() - 1)]; }
+  void pop_front() {
+    qhead_ = (qhead_ + 1) & (q_.size() - 1);
+    --qcount_;
+  }
 
   TcpTransport& t_;
   Fd fd_;
@@ -81,8 +111,9 @@ class Connection final : public EventSource {
   bool bye_received_ = false;
   bool want_out_ = false;
 
-  Request* qhead_ = nullptr;
-  Request* qtail_ = nullptr;
+  std::uint64_t id_;
+  std::vector<Outgoing> q_;
+  std::size_t qhead_ = 0, qcount_ = 0;
 
   ReadState rstate_ = ReadState::Header;
   wire::FrameHeader hdr_{};

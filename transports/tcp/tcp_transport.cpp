@@ -1,16 +1,17 @@
-#include "tcp_transport.hpp"
+#include "transports/tcp/tcp_transport.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "braid/ops.hpp"
-#include "common/env.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "common/socket.hpp"
+#include "src/common/env.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
 
 namespace braid {
 
@@ -23,15 +24,15 @@ std::size_t eager_limit_from_env() {
 }
 }  // namespace
 
-TcpTransport::TcpTransport(Engine& engine, const EngineConfig& cfg)
-    : e_(engine), cfg_(cfg), eager_limit_(eager_limit_from_env()),
+TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
+    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()),
       out_(static_cast<std::size_t>(cfg.world_size), nullptr),
       incoming_(static_cast<std::size_t>(cfg.world_size), 0) {
-  const std::string host = net::advertised_address(cfg.store_host);
-  listen_fd_ = net::listen_on(net::resolve(host, 0));
+  const std::string here = net::advertised_address(cfg.store_host);
+  listen_fd_ = net::listen_on(net::resolve(here, 0));
   net::set_nonblocking(listen_fd_.get());
   address_ = net::local_address(listen_fd_.get()).str();
-  e_.add_fd(listen_fd_.get(), this, EPOLLIN);
+  host_.add_fd(listen_fd_.get(), this, EPOLLIN);
   BRAID_INFO("tcp: listening on {}", address_);
 }
 
@@ -42,30 +43,63 @@ bool TcpTransport::connected(int peer) const {
   return c && !c->closed();
 }
 
-bool TcpTransport::has_incoming(int peer) const { return incoming_[static_cast<std::size_t>(peer)] > 0; }
+bool TcpTransport::watching(int peer) const { return incoming_[static_cast<std::size_t>(peer)] > 0; }
 
-Fd TcpTransport::dial(int peer, const std::string& address, Deadline deadline) {
-  // address is "host:port" or "[v6]:port"
+bool TcpTransport::reaches(const PeerInfo&, std::string*) const { return true; }
+
+namespace {
+struct DialedSocket final : Dialed {
+  explicit DialedSocket(Fd f) : fd(std::move(f)) {}
+  Fd fd;
+};
+
+// "host:port" or "[v6]:port"; null if malformed.
+std::optional<net::SockAddr> parse_address(const std::string& address) {
   const auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    errno = EINVAL;
-    return Fd();
+  if (colon == std::string::npos) return std::nullopt;
+  return net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+}
+}  // namespace
+
+ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
+  const auto sa = parse_address(peer.address);
+  if (!sa) return ConnectResult::unavailable(fmt::format("malformed TCP address '{}'", peer.address));
+  Fd fd = net::connect_once(*sa, deadline);
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ECONNREFUSED || err == ECONNRESET)
+      return ConnectResult::refused(fmt::format(
+          "its listener at {} refused the connection (the process exited or was killed)", peer.address));
+    throw Error(ErrorCode::Timeout,
+                fmt::format("could not connect to rank {} at {}: {}", peer.rank, peer.address, errno_text(err)),
+                peer.rank);
   }
-  const net::SockAddr sa = net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
-  Fd fd = net::connect_once(sa, deadline);
-  if (!fd.valid()) return fd;
   const auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
                                        0, static_cast<std::uint64_t>(cfg_.rank),
                                        static_cast<std::uint64_t>(cfg_.world_size));
-  net::write_all(fd.get(), &hello, sizeof hello, deadline, fmt::format("rank {}", peer));
+  net::write_all(fd.get(), &hello, sizeof hello, deadline, fmt::format("rank {}", peer.rank));
   net::set_nonblocking(fd.get());
-  return fd;
+  return ConnectResult::connected(std::make_unique<DialedSocket>(std::move(fd)));
 }
 
-void TcpTransport::adopt_dialed(int peer, Fd fd) {
-  auto c = std::make_unique<Connection>(*this, std::move(fd), peer, true);
+void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
+  auto c = std::make_unique<Connection>(*this, std::move(static_cast<DialedSocket&>(*d).fd), peer, true,
+                                        next_conn_id_++);
   out_[static_cast<std::size_t>(peer)] = c.get();
   conns_.push_back(std::move(c));
+}
+
+bool TcpTransport::probe_gone(const PeerInfo& peer) {
+  const auto sa = parse_address(peer.address);
+  if (!sa) return false;
+  Fd fd = net::connect_once(*sa, Deadline::after(Millis(200)));
+  return !fd.valid() && errno == ECONNREFUSED;
+}
+
+Connection* TcpTransport::live(std::uint64_t id) const {
+  for (auto& c : conns_)
+    if (c->id() == id) return c->closed() ? nullptr : c.get();
+  return nullptr;
 }
 
 void TcpTransport::on_events(std::uint32_t) {
@@ -79,7 +113,7 @@ void TcpTransport::on_events(std::uint32_t) {
       return;
     }
     net::set_nodelay(fd);
-    conns_.push_back(std::make_unique<Connection>(*this, Fd(fd), -1, false));
+    conns_.push_back(std::make_unique<Connection>(*this, Fd(fd), -1, false, next_conn_id_++));
   }
 }
 
@@ -99,17 +133,16 @@ void TcpTransport::on_hello(Connection& c, const wire::FrameHeader& h) {
 void TcpTransport::send(Request& r) {
   Connection* c = out_[static_cast<std::size_t>(r.peer)];
   if (r.bytes <= eager_limit_) {
-    r.frame = wire::make_header(wire::FrameType::Eager, r.env.ctx, r.env.tag, r.bytes);
-    r.frame.reserved = r.env.dtype;
-    r.frame_payload = r.bytes;
-  } else {
-    r.token = next_token_++;
-    rts_out_[r.token] = &r;
-    r.frame = wire::make_header(wire::FrameType::Rts, r.env.ctx, r.env.tag, r.bytes, r.token);
-    r.frame.reserved = r.env.dtype;
-    r.frame_payload = 0;
+    auto h = wire::make_header(wire::FrameType::Eager, r.env.ctx, r.env.tag, r.bytes);
+    h.reserved = r.env.dtype;
+    c->enqueue(&r, h, r.bytes);
+    return;
   }
-  c->enqueue(r);
+  r.token = next_token_++;
+  rts_out_[r.token] = &r;
+  auto h = wire::make_header(wire::FrameType::Rts, r.env.ctx, r.env.tag, r.bytes, r.token);
+  h.reserved = r.env.dtype;
+  c->enqueue(&r, h, 0);
 }
 
 void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes) {
@@ -118,24 +151,17 @@ void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token,
     rdv_in_[r->token] = r;
     r->source = c.peer();
     r->received = bytes;
-    r->frame = wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, r->token);
-    r->frame_payload = 0;
-    c.enqueue(*r);
+    c.enqueue(r, wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, r->token), 0);
     return;
   }
   // Dropped (the receive was too small): tell the sender not to send it.
-  auto ctl = std::make_unique<Request>();
-  ctl->transport_owned = true;
-  ctl->frame = wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, 0);
-  c.enqueue(*ctl);
-  // Keep it until reap(): it may still sit in the queue.
-  control_.push_back(std::move(ctl));
+  c.enqueue(nullptr, wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, 0), 0);
 }
 
 void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
   const Envelope env{h.ctx, h.tag, h.reserved};
   const auto bytes = static_cast<std::size_t>(h.bytes);
-  Request* r = e_.matcher().take_posted(c.peer(), env);
+  Request* r = host_.take_posted(c.peer(), env);
   if (!r) {
     auto u = std::make_unique<Unexpected>();
     u->kind = Unexpected::Kind::Rendezvous;
@@ -143,14 +169,14 @@ void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
     u->env = env;
     u->bytes = bytes;
     u->transport = this;
-    u->conn = &c;
+    u->channel = c.id();
     u->send_token = h.id;
-    e_.matcher().add_unexpected(std::move(u));
+    host_.add_unexpected(std::move(u));
     return;
   }
   if (auto err = receive_error(*r, c.peer(), env, bytes)) {
     r->source = c.peer();
-    e_.complete(*r, err);
+    host_.complete(*r, err);
     r = nullptr;
   }
   send_cts(c, r, h.id, bytes);
@@ -159,18 +185,18 @@ void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
 void TcpTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
   if (u->kind == Unexpected::Kind::Eager) {
     // Still arriving: the connection finishes it and hands it to r.
-    Connection* c = u->conn;
+    Connection* c = live(u->channel);
     u->waiter = r;
-    if (c && !c->closed()) c->adopt_partial(std::move(u));
-    else if (r) e_.complete(*r, std::make_exception_ptr(Error(
+    if (c) c->adopt_partial(std::move(u));
+    else if (r) host_.complete(*r, std::make_exception_ptr(Error(
                  ErrorCode::PeerFailure,
                  fmt::format("rank {} failed while its message was arriving", u->src), u->src)));
     return;
   }
-  Connection* c = u->conn;
-  if (!c || c->closed()) {
+  Connection* c = live(u->channel);
+  if (!c) {
     if (r)
-      e_.complete(*r, std::make_exception_ptr(Error(
+      host_.complete(*r, std::make_exception_ptr(Error(
           ErrorCode::PeerFailure,
           fmt::format("rank {} disconnected before its announced message could be fetched", u->src),
           u->src)));
@@ -185,13 +211,12 @@ void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
   Request& r = *it->second;
   rts_out_.erase(it);
   if (h.id2 == 0) {  // the receiver dropped it: the error is theirs to report
-    e_.complete(r);
+    host_.complete(r);
     return;
   }
-  r.frame = wire::make_header(wire::FrameType::Data, r.env.ctx, r.env.tag, r.bytes, r.token, h.id2);
-  r.frame_payload = r.bytes;
   Connection* out = out_[static_cast<std::size_t>(r.peer)];
-  (out && !out->closed() ? *out : c).enqueue(r);
+  (out && !out->closed() ? *out : c)
+      .enqueue(&r, wire::make_header(wire::FrameType::Data, r.env.ctx, r.env.tag, r.bytes, r.token, h.id2), r.bytes);
 }
 
 Request* TcpTransport::on_data(const wire::FrameHeader& h) {
@@ -200,7 +225,7 @@ Request* TcpTransport::on_data(const wire::FrameHeader& h) {
   Request* r = it->second;
   rdv_in_.erase(it);
   if (h.bytes != r->received) {
-    e_.complete(*r, std::make_exception_ptr(Error(
+    host_.complete(*r, std::make_exception_ptr(Error(
         ErrorCode::Transport,
         fmt::format("rank {} sent {} bytes of data for a message announced as {} bytes", r->source,
                     h.bytes, r->received),
@@ -213,31 +238,28 @@ Request* TcpTransport::on_data(const wire::FrameHeader& h) {
 bool TcpTransport::cancel(Request& r) {
   if (r.kind == Request::Kind::Send) {
     if (r.queued) {
-      if (r.conn && r.conn->unqueue(r)) {
-        rts_out_.erase(r.token);
-        return true;
+      for (auto& c : conns_) {
+        if (c->writing(r)) return false;  // partly written: the stream is no longer in step
+        if (c->unqueue(r)) break;
       }
-      return false;  // partly written: the stream is no longer in step
     }
-    rts_out_.erase(r.token);  // waiting for a CTS that never came
+    rts_out_.erase(r.token);  // (or it waited for a CTS that never came)
     return true;
   }
   // A receive: waiting for DATA, queued CTS, or payload streaming in.
   rdv_in_.erase(r.token);
-  if (r.queued && r.conn) r.conn->unqueue(r);
-  for (auto& c : conns_) c->divert(r);
+  for (auto& c : conns_) {
+    if (r.queued) c->unqueue(r);
+    c->divert(r);
+  }
   return true;
 }
 
 void TcpTransport::fail_requests_of(Connection& c, const std::exception_ptr& e) {
-  c.for_each_queued([&](Request& r) {
-    r.queued = false;
-    if (!r.transport_owned) e_.complete(r, e);
-  });
-  c.clear_queue();
+  c.drain_queue([&](Request& r) { host_.complete(r, e); });
   if (Request* r = c.reading_request()) {
     c.divert(*r);
-    e_.complete(*r, e);
+    host_.complete(*r, e);
   }
 }
 
@@ -246,9 +268,8 @@ void TcpTransport::retire(Connection& c) {
   if (c.peer() >= 0 && !c.dialed()) incoming_[static_cast<std::size_t>(c.peer())]--;
   if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c)
     out_[static_cast<std::size_t>(c.peer())] = nullptr;
-  // Announced messages from it can no longer be fetched.
-  for (auto& u : e_.matcher().unexpected())
-    if (u->conn == &c) u->conn = nullptr;
+  // Announced messages from it can no longer be fetched: claim() finds no
+  // live connection under their channel id.
   c.close();
   for (auto it = conns_.begin(); it != conns_.end(); ++it)
     if (it->get() == &c) {
@@ -262,7 +283,7 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
   // The job aborts: every request, this connection's included, fails with the
   // one abort error (which names the root cause once it is known).
   const int peer = c.peer();
-  e_.peer_failed(peer, why);
+  host_.peer_failed(peer, why);
   retire(c);
 }
 
@@ -283,7 +304,7 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
       fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer));
   fail_requests_of(c, e);
   retire(c);
-  e_.peer_left(peer);
+  host_.peer_left(peer);
 }
 
 void TcpTransport::drop_peer(int peer) {
@@ -295,9 +316,9 @@ void TcpTransport::drop_peer(int peer) {
 
 void TcpTransport::fail_all(const std::exception_ptr& e) {
   for (auto& c : conns_) fail_requests_of(*c, e);
-  for (auto& [tok, r] : rts_out_) e_.complete(*r, e);
+  for (auto& [tok, r] : rts_out_) host_.complete(*r, e);
   rts_out_.clear();
-  for (auto& [tok, r] : rdv_in_) e_.complete(*r, e);
+  for (auto& [tok, r] : rdv_in_) host_.complete(*r, e);
   rdv_in_.clear();
 }
 
@@ -308,22 +329,17 @@ void TcpTransport::shutdown() {
   const Deadline d = Deadline::after(Millis(1000));
   for (auto& c : conns_) {
     if (c->closed() || c->peer() < 0) continue;
-    bool idle = true;
-    c->for_each_queued([&](Request&) { idle = false; });
-    if (!idle) continue;
+    if (!c->idle()) continue;
     try {
       net::write_all(c->fd(), &bye, sizeof bye, d, "peer");
     } catch (const Error&) {
     }
   }
   while (!conns_.empty()) retire(*conns_.back());
-  e_.del_fd(listen_fd_.get());
+  host_.del_fd(listen_fd_.get());
   listen_fd_.reset();
 }
 
-void TcpTransport::reap() {
-  retired_.clear();
-  std::erase_if(control_, [](const std::unique_ptr<Request>& r) { return !r->queued; });
-}
+void TcpTransport::reap() { retired_.clear(); }
 
 }  // namespace braid

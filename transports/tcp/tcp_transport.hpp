@@ -1,6 +1,6 @@
 // TcpTransport: TCP sockets between ranks, with connections set up lazily.
 //
-// Each rank listens on one port, published in the store as "addr/<rank>".
+// Each rank listens on one port; its "host:port" is this transport's address.
 // A rank dials a peer the first time it sends to it, and only sends over the
 // connection it dialed; it receives over the connections peers dialed to it.
 // So two ranks that send to each other at once never race to create one
@@ -20,29 +20,31 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/fd.hpp"
-#include "connection.hpp"
-#include "core/engine.hpp"
-#include "transport.hpp"
+#include "src/common/fd.hpp"
+#include "transports/tcp/connection.hpp"
+#include "transports/transport.hpp"
 
 namespace braid {
 
 class TcpTransport final : public Transport, private EventSource {
  public:
-  TcpTransport(Engine& engine, const EngineConfig& cfg);
+  TcpTransport(TransportHost& host, const TransportConfig& cfg);
   ~TcpTransport() override;
 
   const char* name() const override { return "tcp"; }
-  // "host:port" of the listener, to publish.
-  const std::string& address() const { return address_; }
-
+  // "host:port" of the listener.
+  std::string address() const override { return address_; }
+  // Every peer with a listener address.
+  bool reaches(const PeerInfo& peer, std::string* why) const override;
+  // Blocking connect + HELLO. Refused when the peer's listener refuses
+  // (its process is gone); throws a Timeout when it does not answer.
+  ConnectResult connect(const PeerInfo& peer, Deadline deadline) override;
+  void adopt(int peer, std::unique_ptr<Dialed> d) override;
   bool connected(int peer) const override;
-  bool has_incoming(int peer) const;
-  // Registers a socket this rank dialed to `peer` (HELLO already written).
-  void adopt_dialed(int peer, Fd fd);
-  // Blocking connect + HELLO, outside the engine mutex. Returns an invalid Fd
-  // with errno set if the peer refused or did not answer by the deadline.
-  Fd dial(int peer, const std::string& address, Deadline deadline);
+  // A connection the peer dialed to us is open: its EOF would tell.
+  bool watching(int peer) const override;
+  // Its listener refuses a connection.
+  bool probe_gone(const PeerInfo& peer) override;
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
@@ -60,20 +62,21 @@ class TcpTransport final : public Transport, private EventSource {
   friend class Connection;
   void on_events(std::uint32_t events) override;  // the listener
   // Called by connections.
-  Engine& engine() { return e_; }
+  TransportHost& host() { return host_; }
   void on_hello(Connection& c, const wire::FrameHeader& h);
   void on_rts(Connection& c, const wire::FrameHeader& h);
   void on_cts(Connection& c, const wire::FrameHeader& h);
   Request* on_data(const wire::FrameHeader& h);
   void send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes);
+  Connection* live(std::uint64_t id) const;
   void connection_broken(Connection& c, const std::string& why);
   void connection_closed_cleanly(Connection& c);
   void retire(Connection& c);
   void fail_requests_of(Connection& c, const std::exception_ptr& e);
   std::uint64_t job_id() const { return cfg_.job_id; }
 
-  Engine& e_;
-  EngineConfig cfg_;
+  TransportHost& host_;
+  TransportConfig cfg_;
   Fd listen_fd_;
   std::string address_;
   std::size_t eager_limit_;
@@ -86,7 +89,7 @@ class TcpTransport final : public Transport, private EventSource {
   std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting CTS
   std::unordered_map<std::uint64_t, Request*> rdv_in_;   // receives awaiting DATA
   std::uint64_t next_token_ = 1;
-  std::vector<std::unique_ptr<Request>> control_;  // CTS-reject frames in flight
+  std::uint64_t next_conn_id_ = 1;
 };
 
 }  // namespace braid

@@ -1,4 +1,4 @@
-#include "device.hpp"
+#include "transports/verbs/device.hpp"
 
 #include <net/if.h>
 
@@ -7,9 +7,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/env.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
+#include "src/common/env.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
 
 namespace braid::verbs {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "verbs_objects.hpp"
+#include "transports/verbs/verbs_objects.hpp"
 
 namespace braid::verbs {
 

@@ -1,6 +1,6 @@
-#include "eager.hpp"
+#include "transports/verbs/eager.hpp"
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::verbs {
 

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "verbs_objects.hpp"
+#include "transports/verbs/verbs_objects.hpp"
 
 namespace braid::verbs {
 

@@ -1,4 +1,4 @@
-#include "handshake.hpp"
+#include "transports/verbs/handshake.hpp"
 
 #include <sys/socket.h>
 
@@ -7,7 +7,7 @@
 
 #include <fmt/core.h>
 
-#include "verbs_wire.hpp"
+#include "transports/verbs/verbs_wire.hpp"
 
 namespace braid::verbs {
 

@@ -15,7 +15,7 @@
 // and no side blocks on the other's progress (two ranks dialing each other
 // at once cannot deadlock).
 //
-// The socket then stays open, silent, in the engine's epoll, as a liveness
+// The socket then stays open, silent, in the host's epoll, as a liveness
 // channel: the kernel closes it when the process dies, which is seen at once,
 // where RDMA retries would take seconds. A peer leaving cleanly sends BYE on
 // the QP first (and waits for it to be acknowledged), so EOF after BYE is a
@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <string>
 
-#include "queue_pair.hpp"
+#include "transports/verbs/queue_pair.hpp"
 
 namespace braid::verbs {
 

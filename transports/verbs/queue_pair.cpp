@@ -1,11 +1,11 @@
-#include "queue_pair.hpp"
+#include "transports/verbs/queue_pair.hpp"
 
 #include <sys/random.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "common/errors.hpp"
+#include "src/common/errors.hpp"
 
 namespace braid::verbs {
 

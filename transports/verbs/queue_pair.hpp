@@ -13,8 +13,8 @@
 
 #include <cstdint>
 
-#include "device.hpp"
-#include "verbs_objects.hpp"
+#include "transports/verbs/device.hpp"
+#include "transports/verbs/verbs_objects.hpp"
 
 namespace braid::verbs {
 

@@ -1,4 +1,4 @@
-#include "reg_cache.hpp"
+#include "transports/verbs/reg_cache.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
 
 namespace braid::verbs {
 

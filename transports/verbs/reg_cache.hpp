@@ -28,7 +28,7 @@
 // is served by any valid entry that covers the range with at least the
 // access asked for. Idle entries are bounded (count and bytes), evicted
 // least recently used first, and all dropped once if registration runs out
-// of locked memory. Not thread-safe: the engine mutex guards it.
+// of locked memory. Not thread-safe: the host's lock guards it.
 #pragma once
 
 #include <cstddef>
@@ -36,8 +36,8 @@
 #include <memory>
 #include <vector>
 
-#include "common/fd.hpp"
-#include "verbs_objects.hpp"
+#include "src/common/fd.hpp"
+#include "transports/verbs/verbs_objects.hpp"
 
 namespace braid::verbs {
 

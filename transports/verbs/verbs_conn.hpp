@@ -13,9 +13,9 @@
 
 #include <deque>
 
-#include "common/time.hpp"
-#include "verbs/queue_pair.hpp"
-#include "verbs/verbs_transport.hpp"
+#include "src/common/time.hpp"
+#include "transports/verbs/queue_pair.hpp"
+#include "transports/verbs/verbs_transport.hpp"
 
 namespace braid {
 

@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "common/socket.hpp"
-#include "verbs_conn.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
+#include "transports/verbs/verbs_conn.hpp"
 
 namespace braid {
 
@@ -51,17 +51,40 @@ void VerbsTransport::start_flow(Conn& c, const verbs::HelloFields& remote) {
 
 void VerbsTransport::ConnDeleter::operator()(Conn* c) const { delete c; }
 
-VerbsTransport::DialedConn VerbsTransport::dial(int peer, const std::string& address, Deadline deadline) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    errno = EINVAL;
-    return nullptr;
-  }
-  DialedConn c(new Conn(*this, peer, true));
+namespace {
+struct DialedQp final : Dialed {
+  explicit DialedQp(VerbsTransport::DialedConn conn) : c(std::move(conn)) {}
+  VerbsTransport::DialedConn c;
+};
+}  // namespace
+
+bool VerbsTransport::reaches(const PeerInfo& peer, std::string* why) const {
+  // Between hosts, or everywhere when the backend names verbs (then even
+  // ranks of one host talk through the device: loopback benchmarking).
+  if (cfg_.forced || !peer.same_host) return true;
+  *why = "verbs is used between hosts unless backend='verbs' forces it";
+  return false;
+}
+
+ConnectResult VerbsTransport::connect(const PeerInfo& peer, Deadline deadline) {
+  if (peer.address.empty() || peer.address == "-")
+    return ConnectResult::unavailable(fmt::format("rank {} has no usable RDMA device", peer.rank));
+  const auto colon = peer.address.rfind(':');
+  if (colon == std::string::npos)
+    return ConnectResult::unavailable(fmt::format("malformed verbs address '{}'", peer.address));
+  DialedConn c(new Conn(*this, peer.rank, true));
   setup_qp(*c);
-  const net::SockAddr sa = net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+  const net::SockAddr sa = net::resolve(peer.address.substr(0, colon), std::atoi(peer.address.c_str() + colon + 1));
   Fd fd = net::connect_once(sa, deadline);
-  if (!fd.valid()) return nullptr;
+  if (!fd.valid()) {
+    const int err = errno;
+    if (err == ECONNREFUSED || err == ECONNRESET)
+      return ConnectResult::refused(fmt::format(
+          "its verbs listener at {} refused the connection (the process exited or was killed)", peer.address));
+    throw Error(ErrorCode::Timeout,
+                fmt::format("could not connect to rank {} at {}: {}", peer.rank, peer.address, errno_text(err)),
+                peer.rank);
+  }
   net::set_nodelay(fd.get());
   verbs::HelloFields f;
   f.job_id = cfg_.job_id;
@@ -71,21 +94,22 @@ VerbsTransport::DialedConn VerbsTransport::dial(int peer, const std::string& add
   f.credits = kCredits;
   f.recv_bytes = c->rx->bytes();
   const verbs::Hello req = verbs::make_hello(verbs::HelloKind::Request, f);
-  net::write_all(fd.get(), &req, sizeof req, deadline, fmt::format("rank {}", peer));
+  net::write_all(fd.get(), &req, sizeof req, deadline, fmt::format("rank {}", peer.rank));
   net::set_nonblocking(fd.get());
   c->sock = std::move(fd);
   c->state = Conn::State::AwaitAccept;
-  return c;
+  return ConnectResult::connected(std::make_unique<DialedQp>(std::move(c)));
 }
 
-void VerbsTransport::adopt_dialed(int peer, DialedConn c) {
+void VerbsTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
+  DialedConn c = std::move(static_cast<DialedQp&>(*d).c);
   Conn& ref = *c;
   out_[static_cast<std::size_t>(peer)] = &ref;
   conns_.push_back(std::unique_ptr<Conn>(c.release()));
   // Its receives are posted, but nothing arrives before it is Ready: the
   // peer sends on this QP only in answer to us.
   live_[ref.id] = &ref;
-  e_.add_fd(ref.sock.get(), &ref, EPOLLIN);
+  host_.add_fd(ref.sock.get(), &ref, EPOLLIN);
   ref.in_epoll = true;
 }
 
@@ -101,7 +125,7 @@ void VerbsTransport::on_events(std::uint32_t) {
     net::set_nodelay(fd);
     auto c = std::make_unique<Conn>(*this, -1, false);
     c->sock = Fd(fd);
-    e_.add_fd(fd, c.get(), EPOLLIN);
+    host_.add_fd(fd, c.get(), EPOLLIN);
     c->in_epoll = true;
     conns_.push_back(std::move(c));
   }
@@ -215,7 +239,7 @@ void VerbsTransport::on_socket(Conn& c, std::uint32_t) {
 
 void VerbsTransport::on_eof(Conn& c) {
   if (c.in_epoll) {
-    e_.del_fd(c.sock.get());
+    host_.del_fd(c.sock.get());
     c.in_epoll = false;
   }
   // Messages it sent before closing (a BYE among them) may still be in the
@@ -246,7 +270,7 @@ void VerbsTransport::conn_failed(Conn& c, const std::string& why) {
   // The job aborts: every request, this connection's included, fails with
   // the one abort error, which names the peer. (If the job had already
   // aborted, nothing else retires this connection.)
-  e_.peer_failed(c.peer, why);
+  host_.peer_failed(c.peer, why);
   retire(c);
 }
 
@@ -254,7 +278,7 @@ void VerbsTransport::fail_requests_of(Conn& c, const std::exception_ptr& e) {
   for (auto& o : c.pending) {
     if (o.kind == Outgoing::Kind::Data && o.r) {
       o.r->queued = false;
-      e_.complete(*o.r, e);
+      host_.complete(*o.r, e);
     }
   }
   c.pending.clear();
@@ -263,7 +287,7 @@ void VerbsTransport::fail_requests_of(Conn& c, const std::exception_ptr& e) {
       ++it;
       continue;
     }
-    if (it->second.r) e_.complete(*it->second.r, e);
+    if (it->second.r) host_.complete(*it->second.r, e);
     cache_->release(it->second.mr);
     it = rts_out_.erase(it);
   }
@@ -272,7 +296,7 @@ void VerbsTransport::fail_requests_of(Conn& c, const std::exception_ptr& e) {
       ++it;
       continue;
     }
-    if (it->second.r) e_.complete(*it->second.r, e);
+    if (it->second.r) host_.complete(*it->second.r, e);
     cache_->release(it->second.mr);
     it = reads_.erase(it);
   }
@@ -292,7 +316,7 @@ void VerbsTransport::closed_cleanly(Conn& c) {
       ErrorCode::PeerFailure,
       fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer)));
   retire(c);
-  e_.peer_left(peer);
+  host_.peer_left(peer);
 }
 
 void VerbsTransport::retire(Conn& c) {
@@ -305,7 +329,7 @@ void VerbsTransport::retire(Conn& c) {
   c.state = Conn::State::Closed;
   dirty_ = true;  // poll() may have skipped a connection while this one left the list
   if (c.in_epoll) {
-    e_.del_fd(c.sock.get());
+    host_.del_fd(c.sock.get());
     c.in_epoll = false;
   }
   c.sock.reset();
@@ -377,8 +401,8 @@ void VerbsTransport::shutdown() {
   }
   shut_ = true;
   while (!conns_.empty()) retire(*conns_.back());
-  e_.del_fd(channel_->fd);
-  e_.del_fd(listen_fd_.get());
+  host_.del_fd(channel_->fd);
+  host_.del_fd(listen_fd_.get());
   listen_fd_.reset();
   const auto& s = cache_->stats();
   BRAID_INFO("verbs: registration cache: {} hits, {} misses, {} stale, {} evicted", s.hits, s.misses, s.stale,

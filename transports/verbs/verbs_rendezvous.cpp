@@ -16,10 +16,10 @@
 // so the sender completes without error (as the TCP and shm transports do).
 #include <cstring>
 
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "verbs_conn.hpp"
-#include "verbs_transport.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "transports/verbs/verbs_conn.hpp"
+#include "transports/verbs/verbs_transport.hpp"
 
 namespace braid {
 
@@ -29,7 +29,7 @@ using verbs::WrKind;
 void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
   const Envelope env{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)};
   const auto bytes = static_cast<std::size_t>(h.bytes);
-  Request* r = e_.matcher().take_posted(c.peer, env);
+  Request* r = host_.take_posted(c.peer, env);
   if (!r) {
     auto u = std::make_unique<Unexpected>();
     u->kind = Unexpected::Kind::Rendezvous;
@@ -40,12 +40,12 @@ void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
     u->send_token = h.token;
     u->remote_addr = h.addr;
     u->remote_key = h.rkey;
-    e_.matcher().add_unexpected(std::move(u));
+    host_.add_unexpected(std::move(u));
     return;
   }
   r->source = c.peer;
   if (auto err = receive_error(*r, c.peer, env, bytes)) {
-    e_.complete(*r, err);
+    host_.complete(*r, err);
     send_fin(c, h.token, verbs::kFinDropped);
     return;
   }
@@ -54,17 +54,17 @@ void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
 }
 
 void VerbsTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
-  if (u->kind == Unexpected::Kind::Eager) {  // arrives whole: the engine copies it itself
+  if (u->kind == Unexpected::Kind::Eager) {  // arrives whole: the host copies it itself
     if (r) {
       if (u->bytes) std::memcpy(r->buf, u->data.get(), u->bytes);
-      e_.complete(*r);
+      host_.complete(*r);
     }
     return;
   }
   Conn* c = in_[static_cast<std::size_t>(u->src)];
   if (!c || c->state != Conn::State::Ready) {
     if (r)
-      e_.complete(*r, std::make_exception_ptr(Error(
+      host_.complete(*r, std::make_exception_ptr(Error(
           ErrorCode::PeerFailure,
           fmt::format("rank {} disconnected before its announced message could be fetched", u->src), u->src)));
     return;
@@ -79,7 +79,7 @@ void VerbsTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
 
 void VerbsTransport::start_read(Conn& c, Request& r, std::uint64_t addr, std::uint32_t rkey, std::uint64_t token) {
   if (r.received == 0) {  // nothing to read (an eager limit of 0)
-    e_.complete(r);
+    host_.complete(r);
     send_fin(c, token, verbs::kFinRead);
     return;
   }
@@ -87,7 +87,7 @@ void VerbsTransport::start_read(Conn& c, Request& r, std::uint64_t addr, std::ui
   try {
     mr = cache_->acquire(r.buf, r.received, IBV_ACCESS_LOCAL_WRITE);
   } catch (const Error&) {
-    e_.complete(r, std::current_exception());
+    host_.complete(r, std::current_exception());
     send_fin(c, token, verbs::kFinDropped);
     return;
   }
@@ -149,7 +149,7 @@ void VerbsTransport::on_read_done(Conn& c, std::uint32_t read_id) {
   const std::uint64_t token = op.send_token;
   cache_->release(op.mr);
   reads_.erase(it);
-  if (r) e_.complete(*r);
+  if (r) host_.complete(*r);
   send_fin(c, token, verbs::kFinRead);
 }
 
@@ -172,7 +172,7 @@ void VerbsTransport::on_fin(Conn& c, const MsgHeader& h) {
   rts_out_.erase(it);
   // Dropped or read, the sender is done: a too-small receive is the
   // receiver's error to report.
-  if (r) e_.complete(*r);
+  if (r) host_.complete(*r);
 }
 
 bool VerbsTransport::cancel(Request& r) {
@@ -188,7 +188,7 @@ bool VerbsTransport::cancel(Request& r) {
     auto it = rts_out_.find(r.token);
     if (it != rts_out_.end() && it->second.r == &r) {
       // Announced: the receiver may be reading the buffer right now. Keep
-      // the registration until its FIN; the engine aborts the job.
+      // the registration until its FIN; the host aborts the job.
       it->second.r = nullptr;
       return false;
     }

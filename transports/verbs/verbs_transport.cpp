@@ -1,6 +1,6 @@
 // VerbsTransport: construction, completions, incoming messages, and the
 // eager send path with its credits (the file layout is in verbs_transport.hpp).
-#include "verbs_transport.hpp"
+#include "transports/verbs/verbs_transport.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/env.hpp"
-#include "common/errors.hpp"
-#include "common/log.hpp"
-#include "common/socket.hpp"
-#include "verbs_conn.hpp"
+#include "src/common/env.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
+#include "transports/verbs/verbs_conn.hpp"
 
 namespace braid {
 
@@ -70,8 +70,8 @@ class VerbsTransport::CqWatch final : public EventSource {
 
 // --- set-up -------------------------------------------------------------------
 
-VerbsTransport::VerbsTransport(Engine& engine, const EngineConfig& cfg)
-    : e_(engine), cfg_(cfg), eager_limit_(eager_limit_from_env()),
+VerbsTransport::VerbsTransport(TransportHost& host, const TransportConfig& cfg)
+    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()),
       out_(static_cast<std::size_t>(cfg.world_size), nullptr),
       in_(static_cast<std::size_t>(cfg.world_size), nullptr) {
   std::string why;
@@ -99,16 +99,16 @@ VerbsTransport::VerbsTransport(Engine& engine, const EngineConfig& cfg)
   listen_fd_ = net::listen_on(net::resolve(net::advertised_address(cfg.store_host), 0));
   net::set_nonblocking(listen_fd_.get());
   address_ = net::local_address(listen_fd_.get()).str();
-  e_.add_fd(listen_fd_.get(), this, EPOLLIN);
+  host_.add_fd(listen_fd_.get(), this, EPOLLIN);
   cq_watch_ = std::make_unique<CqWatch>(*this);
-  e_.add_fd(channel_->fd, cq_watch_.get(), EPOLLIN);
+  host_.add_fd(channel_->fd, cq_watch_.get(), EPOLLIN);
   BRAID_INFO("verbs: {} port {}, handshakes on {}, eager limit {} bytes", dev_->name, dev_->port, address_,
              eager_limit_);
 }
 
-std::unique_ptr<VerbsTransport> VerbsTransport::try_create(Engine& engine, const EngineConfig& cfg) {
+std::unique_ptr<VerbsTransport> VerbsTransport::try_create(TransportHost& host, const TransportConfig& cfg) {
   try {
-    return std::make_unique<VerbsTransport>(engine, cfg);
+    return std::make_unique<VerbsTransport>(host, cfg);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::InvalidArgument) throw;  // a malformed BRAID_IB_* variable
     BRAID_INFO("verbs: not used: {}", e.what());
@@ -131,7 +131,7 @@ void VerbsTransport::on_cq_event() {
     ibv_ack_cq_events(cq, 1);
     armed_ = false;
   }
-  // The engine calls poll() after dispatching events.
+  // The host calls poll() after dispatching events.
 }
 
 bool VerbsTransport::drain_cq() {
@@ -222,7 +222,7 @@ void VerbsTransport::on_message(Conn& c, std::uint32_t index, std::uint32_t len)
 }
 
 void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8_t* payload) {
-  e_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)}, payload, static_cast<std::size_t>(h.bytes), this);
+  host_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 // --- sending -----------------------------------------------------------------
@@ -230,7 +230,7 @@ void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8
 void VerbsTransport::send(Request& r) {
   Conn* c = out_[static_cast<std::size_t>(r.peer)];
   if (!c || !c->usable()) {
-    e_.complete(r, std::make_exception_ptr(Error(
+    host_.complete(r, std::make_exception_ptr(Error(
         ErrorCode::PeerFailure, fmt::format("the verbs connection to rank {} was lost", r.peer), r.peer)));
     return;
   }
@@ -283,7 +283,7 @@ bool VerbsTransport::post_data(Conn& c, Request& r) {
     h.type = static_cast<std::uint8_t>(MsgType::Eager);
     if (!post_message(c, h, r.buf, r.bytes)) return false;
     r.queued = false;
-    e_.complete(r);  // copied: the caller's buffer is free
+    host_.complete(r);  // copied: the caller's buffer is free
     return true;
   }
   verbs::RegCache::Entry* mr = nullptr;
@@ -291,7 +291,7 @@ bool VerbsTransport::post_data(Conn& c, Request& r) {
     mr = cache_->acquire(r.buf, r.bytes, IBV_ACCESS_REMOTE_READ);
   } catch (const Error&) {
     r.queued = false;
-    e_.complete(r, std::current_exception());
+    host_.complete(r, std::current_exception());
     return true;  // consumed (failed), nothing posted
   }
   h.type = static_cast<std::uint8_t>(MsgType::Rts);
@@ -396,7 +396,7 @@ bool VerbsTransport::prepare_sleep() {
   // A completion that arrived before arming raised no event: look again.
   // Work blocked on credits, slots or send-queue space needs no wake-up of
   // its own: what unblocks it arrives through the CQ. A connection in Eof is
-  // settled on the engine's next round (it wakes at least every slice).
+  // settled on the host's next progress round (it wakes at least every slice).
   return !drain_cq();
 }
 

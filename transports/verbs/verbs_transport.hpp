@@ -26,16 +26,16 @@
 // into a slot, a rendezvous one on FIN, after the receiver's last READ.
 //
 // Progress and sleep. One completion queue for every QP, polled by poll() on
-// each engine progress round (the ShmTransport precedent); its completion
-// channel fd sits in the engine's epoll, armed by prepare_sleep() before the
-// engine sleeps, so a waiter sleeps in the kernel rather than spinning.
+// each progress round of the host (the ShmTransport precedent); its completion
+// channel fd sits in the host's epoll, armed by prepare_sleep() before the
+// host sleeps, so a waiter sleeps in the kernel rather than spinning.
 //
 // Failure. An error completion (retry exceeded, remote access error, a
 // flush we did not cause), a malformed message, or the liveness socket
-// closing without BYE fails the peer through Engine::peer_failed, which
+// closing without BYE fails the peer through TransportHost::peer_failed, which
 // fails every op pending with it (and the job) with an error naming it.
 //
-// All calls happen with the engine mutex held, except dial().
+// All calls happen with the host's lock held, except connect().
 //
 // Files: device (device, port, GID), queue_pair (the QP state machine),
 // handshake (connection set-up over TCP), eager (buffers and credits),
@@ -53,14 +53,13 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/fd.hpp"
-#include "core/engine.hpp"
-#include "transport.hpp"
-#include "verbs/device.hpp"
-#include "verbs/eager.hpp"
-#include "verbs/handshake.hpp"
-#include "verbs/reg_cache.hpp"
-#include "verbs/verbs_wire.hpp"
+#include "src/common/fd.hpp"
+#include "transports/transport.hpp"
+#include "transports/verbs/device.hpp"
+#include "transports/verbs/eager.hpp"
+#include "transports/verbs/handshake.hpp"
+#include "transports/verbs/reg_cache.hpp"
+#include "transports/verbs/verbs_wire.hpp"
 
 namespace braid {
 
@@ -68,32 +67,33 @@ class VerbsTransport final : public Transport, private EventSource {
  public:
   // Throws braid::Error(NotSupported) naming the reason when no RDMA device
   // with an active port is usable.
-  VerbsTransport(Engine& engine, const EngineConfig& cfg);
+  VerbsTransport(TransportHost& host, const TransportConfig& cfg);
   // For backend "auto": null (logged) when no device is usable.
-  static std::unique_ptr<VerbsTransport> try_create(Engine& engine, const EngineConfig& cfg);
+  static std::unique_ptr<VerbsTransport> try_create(TransportHost& host, const TransportConfig& cfg);
   ~VerbsTransport() override;
 
   const char* name() const override { return "verbs"; }
-  // "host:port" of the handshake listener, to publish as "verbs/<rank>".
-  const std::string& address() const { return address_; }
+  // "host:port" of the handshake listener.
+  std::string address() const override { return address_; }
   const verbs::Device& device() const { return *dev_; }
 
+  // Between hosts; on one host too when the backend forces verbs.
+  bool reaches(const PeerInfo& peer, std::string* why) const override;
+  // Creates the QP, connects to the peer's handshake listener and writes
+  // the request. Unavailable when the peer published no verbs address (no
+  // device there); refused when its listener refuses.
+  ConnectResult connect(const PeerInfo& peer, Deadline deadline) override;
+  // Sends to `peer` queue on the connection until the peer's answer arrives.
+  void adopt(int peer, std::unique_ptr<Dialed> d) override;
   bool connected(int peer) const override;
-  // Is a liveness socket to `peer` open (so its death will be seen)?
-  bool watching(int peer) const;
+  // A liveness socket to `peer` is open (its death will be seen).
+  bool watching(int peer) const override;
 
-  // First half of connecting, outside the engine mutex: creates the QP,
-  // connects to the peer's listener and writes the request. Returns null
-  // with errno set if the peer refused or did not answer by the deadline.
   struct Conn;
   struct ConnDeleter {  // Conn is private to transports/verbs
     void operator()(Conn* c) const;
   };
   using DialedConn = std::unique_ptr<Conn, ConnDeleter>;
-  DialedConn dial(int peer, const std::string& address, Deadline deadline);
-  // Second half, under the mutex: sends to `peer` queue on it until the
-  // peer's answer arrives.
-  void adopt_dialed(int peer, DialedConn c);
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
@@ -104,9 +104,9 @@ class VerbsTransport final : public Transport, private EventSource {
   void reap() override;
 
   // Polls the completion queue and moves queued work; true if anything
-  // happened. Called by the engine on every progress round.
+  // happened. Called by the host on every progress round.
   bool poll() override;
-  // Arms the completion channel before the engine sleeps in epoll; false
+  // Arms the completion channel before the host sleeps in epoll; false
   // when work arrived meanwhile (do not sleep).
   bool prepare_sleep() override;
 
@@ -155,8 +155,8 @@ class VerbsTransport final : public Transport, private EventSource {
   void retire(Conn& c);
   Conn* live(std::uint32_t id);
 
-  Engine& e_;
-  EngineConfig cfg_;
+  TransportHost& host_;
+  TransportConfig cfg_;
   std::size_t eager_limit_;
   // Declared in dependency order: destroyed in reverse (QPs and MRs before
   // the CQ and PD, those before the device context).

@@ -1,4 +1,4 @@
-#include "convert.hpp"
+#include "src/bindings/torch/convert.hpp"
 
 #include "braid/error.hpp"
 

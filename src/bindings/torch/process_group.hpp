@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "braid/communicator.hpp"
-#include "work.hpp"
+#include "src/bindings/torch/work.hpp"
 
 namespace braid_torch {
 

@@ -1,4 +1,4 @@
-#include "store_adapter.hpp"
+#include "src/bindings/torch/store_adapter.hpp"
 
 #include <string>
 

@@ -8,9 +8,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-namespace braid::shm {
+namespace braid {
 
 inline int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 inline int pidfd_getfd(int pidfd, int fd) { return static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, fd, 0)); }
 
-}  // namespace braid::shm
+}  // namespace braid

@@ -15,39 +15,9 @@
 #include <exception>
 #include <memory>
 
-#include "core/request.hpp"
+#include "transports/message.hpp"
 
 namespace braid {
-
-class Transport;
-
-// A message that arrived (or whose announcement arrived) before its receive.
-struct Unexpected {
-  enum class Kind : std::uint8_t {
-    Eager,       // payload arrives into `data`
-    Rendezvous,  // only announced; the transport pulls it when matched
-    Local,       // a send to oneself; `local_send` still holds the data
-  };
-  Kind kind = Kind::Eager;
-  int src = -1;
-  Envelope env;
-  std::size_t bytes = 0;
-  std::unique_ptr<std::uint8_t[]> data;  // Eager
-  std::size_t arrived = 0;               // Eager: payload bytes so far
-  Request* waiter = nullptr;  // Eager: a receive matched before all bytes came
-  Transport* transport = nullptr;  // Rendezvous
-  Connection* conn = nullptr;      // Rendezvous: where the announcement came from
-  std::uint64_t send_token = 0;    // Rendezvous
-  std::uint64_t remote_addr = 0;   // Rendezvous over shared memory or RDMA: the sender's buffer
-  std::uint32_t remote_key = 0;    // Rendezvous over RDMA: its memory key (rkey)
-  Request* local_send = nullptr;   // Local
-};
-
-// Whether message `env` of `bytes` from `src` may land in receive r: null if
-// so, else the receive's error: a buffer smaller than the message, or a
-// dtype other than the sender's (the message is then consumed and dropped;
-// the sender is not told). The text names both sides' dtype and size.
-std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes);
 
 class Matcher {
  public:

@@ -1,4 +1,4 @@
-#include "core/matcher.hpp"
+#include "transports/matcher.hpp"
 
 #include <fmt/core.h>
 

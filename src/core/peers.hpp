@@ -1,0 +1,40 @@
+// What each rank publishes about itself when its engine starts, and what a
+// rank needs to know of a peer before it connects: which host the peer runs
+// on, its process, and each transport's address.
+//
+// Host identity belongs here, to the runtime, not to a transport: it decides
+// which transports may reach a peer, which ranks form a host in a group's
+// topology, and whether a silent peer's process can be checked directly.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/common/time.hpp"
+#include "src/store/store.hpp"
+
+namespace braid {
+
+// Identifies "the same host": boot id, user, and the pid and network
+// namespaces (not the host name: containers share it). Ranks in separate
+// network namespaces count as separate hosts.
+std::string host_identity();
+
+// Is process `pid` (on this host) gone? pidfd_open, so no pid-reuse race
+// once it is open.
+bool process_gone(int pid);
+
+struct PeerRecord {
+  std::string host;  // host_identity() of its process
+  int pid = 0;
+  std::vector<std::pair<std::string, std::string>> addresses;  // transport name -> address ("" none)
+  // The address published for transport `name`; empty if none.
+  std::string address(const std::string& name) const;
+};
+
+// "host/<rank>" in the store.
+void publish_peer_record(store::Store& s, int rank, const PeerRecord& r);
+PeerRecord read_peer_record(store::Store& s, int rank, Millis timeout);
+
+}  // namespace braid

@@ -1,0 +1,117 @@
+// The message vocabulary every transport and the runtime speak: where a
+// message matches (Envelope), one message in flight (Request), and a message
+// that arrived before its receive (Unexpected).
+//
+// A blocking op keeps its Request on the caller's stack (no allocation); an
+// async op keeps it in its WorkState. Every field is guarded by the host's
+// lock (TransportHost); `done` is also read without it by Work::is_completed(),
+// hence atomic.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+
+#include "braid/tensor.hpp"
+#include "src/common/time.hpp"
+
+namespace braid {
+
+class Transport;
+
+// Where a message matches: a context (one per group and per kind of traffic)
+// and a tag inside it. `dtype` does not take part in matching: it says what
+// the sender's elements are (0: unsaid, else DType + 1), so that a receive of
+// another dtype fails naming both sides instead of reinterpreting the bytes
+// (receive_error in matcher.hpp). Every transport carries it in a spare byte
+// of its message header.
+struct Envelope {
+  std::uint32_t ctx = 0;
+  std::int64_t tag = 0;
+  std::uint8_t dtype = 0;
+};
+
+inline std::uint8_t wire_dtype(DType d) { return static_cast<std::uint8_t>(static_cast<unsigned>(d) + 1); }
+
+struct Request {
+  enum class Kind : std::uint8_t { Send, Recv };
+
+  Kind kind = Kind::Send;
+  int peer = -1;  // global rank; a receive may say ANY_SOURCE until matched
+  Envelope env;
+  void* buf = nullptr;     // data to send, or where to receive
+  std::size_t bytes = 0;   // send size, or receive capacity
+  std::size_t received = 0;  // bytes that arrived (receives)
+  int source = -1;         // global rank a receive matched
+
+  std::atomic<bool> done{false};
+  std::exception_ptr error;
+
+  // --- the matcher's: the posted-receive list ------------------------------
+  Request* prev = nullptr;
+  Request* next = nullptr;
+  bool posted = false;
+
+  // --- the transport's that holds it (one at a time). What a transport
+  // writes on the wire for it (frame headers, progress) stays in the
+  // transport's own state, keyed by these.
+  bool queued = false;        // waiting in the transport's send queue
+  std::uint64_t token = 0;    // the transport's id for it (rendezvous)
+
+  // --- the runtime's ---------------------------------------------------------
+  bool is_async = false;
+  std::shared_ptr<void> keepalive;  // the async Work's state, until completion
+  Deadline deadline{};
+  Millis timeout{0};  // for the error message
+
+  // Back to a fresh state, so the executor can reuse requests across calls
+  // without allocating. Only for a request no list or transport holds.
+  void reset() {
+    kind = Kind::Send;
+    peer = -1;
+    env = {};
+    buf = nullptr;
+    bytes = received = 0;
+    source = -1;
+    done.store(false, std::memory_order_relaxed);
+    error = nullptr;
+    prev = next = nullptr;
+    posted = queued = is_async = false;
+    token = 0;
+    keepalive.reset();
+    deadline = {};
+    timeout = Millis(0);
+  }
+};
+
+// A message that arrived (or whose announcement arrived) before its receive.
+struct Unexpected {
+  enum class Kind : std::uint8_t {
+    Eager,       // payload arrives into `data`
+    Rendezvous,  // only announced; the transport pulls it when matched
+    Local,       // a send to oneself; `local_send` still holds the data
+  };
+  Kind kind = Kind::Eager;
+  int src = -1;
+  Envelope env;
+  std::size_t bytes = 0;
+  std::unique_ptr<std::uint8_t[]> data;  // Eager
+  std::size_t arrived = 0;               // Eager: payload bytes so far
+  Request* waiter = nullptr;  // Eager: a receive matched before all bytes came
+  Transport* transport = nullptr;  // Rendezvous, or Eager still arriving
+  std::uint64_t channel = 0;       // which of the transport's channels it came on
+  std::uint64_t send_token = 0;    // Rendezvous
+  std::uint64_t remote_addr = 0;   // Rendezvous over shared memory or RDMA: the sender's buffer
+  std::uint32_t remote_key = 0;    // Rendezvous over RDMA: its memory key (rkey)
+  Request* local_send = nullptr;   // Local
+};
+
+// Whether message `env` of `bytes` from `src` may land in receive r: null if
+// so, else the receive's error: a buffer smaller than the message, or a
+// dtype other than the sender's (the message is then consumed and dropped;
+// the sender is not told). The text names both sides' dtype and size.
+std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes);
+
+}  // namespace braid

@@ -4,7 +4,7 @@
 // it runs. Buckets of about bucket_bytes are reduced in the background as
 // soon as their last tensor is ready, so most communication hides behind the
 // rest of the backward pass. Built on the public API (async all_reduce on
-// mem_alloc buffers) plus the runner steps of core/work_chain.hpp, which
+// mem_alloc buffers) plus the runner steps of src/runtime/work_chain.hpp, which
 // move the copies into and out of the buckets off the caller's thread; how
 // buckets are formed is in include/braid/bucketer.hpp.
 #include "braid/bucketer.hpp"
@@ -17,8 +17,8 @@
 #include "braid/memory.hpp"
 #include "braid/process_group.hpp"
 #include "src/common/errors.hpp"
-#include "src/core/context.hpp"
-#include "src/core/work_chain.hpp"
+#include "src/runtime/context.hpp"
+#include "src/runtime/work_chain.hpp"
 
 namespace braid {
 

@@ -3,15 +3,15 @@
 // collective's fixed cost (a few microseconds, more between hosts) once per
 // tensor; packing each dtype's tensors into one buffer pays it once per
 // dtype. Built on the public all_reduce; the async form hands back one Work
-// that covers every dtype's all_reduce and the copy back (core/work_chain).
+// that covers every dtype's all_reduce and the copy back (src/runtime/work_chain).
 #include <cstring>
 #include <memory>
 #include <vector>
 
 #include "src/api/checks.hpp"
 #include "braid/ops.hpp"
-#include "src/core/context.hpp"
-#include "src/core/work_chain.hpp"
+#include "src/runtime/context.hpp"
+#include "src/runtime/work_chain.hpp"
 
 namespace braid {
 

@@ -1,4 +1,4 @@
-// straight_order (src/core/straight_order.cpp): the order in which a rank
+// straight_order (src/runtime/straight_order.cpp): the order in which a rank
 // runs a fast-box plan one step at a time. Checked here against a separate
 // run of all ranks that blocks each on its next receive, for every message
 // algorithm whose plans fit the fast boxes; and on hand-made plans, one
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "algorithms/builder.hpp"
-#include "src/core/executor.hpp"
+#include "src/runtime/executor.hpp"
 #include "algorithms/plan.hpp"
 #include "tests/algorithms/plan_args.hpp"
 #include "algorithms/registry.hpp"

@@ -1,4 +1,4 @@
-// The one-sided runtime (src/core/one_sided.cpp, transports/shm/window.*)
+// The one-sided runtime (src/runtime/one_sided.cpp, transports/shm/window.*)
 // under hand-built plans, independent of the algorithm generators: results
 // through shared scratch, through process_vm_readv of plain buffers and
 // through mappings of braid::mem_alloc buffers; a buffer freed and
@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "algorithms/builder.hpp"
-#include "src/core/context.hpp"
-#include "src/core/executor.hpp"
+#include "src/runtime/context.hpp"
+#include "src/runtime/executor.hpp"
 #include "tests/mp/harness.hpp"
 #include "transports/shm/shared_alloc.hpp"
 #include "transports/shm/window.hpp"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "src/core/device_staging.hpp"
+#include "src/device/device_staging.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "tests/mp/harness.hpp"
 #include "tests/cuda/usable_in_child.hpp"

@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "src/core/cpu_sets.hpp"
+#include "src/runtime/cpu_sets.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;

@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "src/common/socket.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "tests/mp/harness.hpp"
-#include "src/core/peers.hpp"
+#include "src/runtime/peers.hpp"
 #include "transports/tcp/wire.hpp"
 
 using namespace braid_test;

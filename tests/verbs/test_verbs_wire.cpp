@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "src/common/socket.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "tests/mp/harness.hpp"
 #include "transports/verbs/handshake.hpp"
 #include "transports/verbs/queue_pair.hpp"

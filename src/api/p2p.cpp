@@ -5,9 +5,9 @@
 
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
-#include "src/core/context.hpp"
-#include "src/core/device_staging.hpp"
-#include "src/core/work_state.hpp"
+#include "src/runtime/context.hpp"
+#include "src/device/device_staging.hpp"
+#include "src/runtime/work_state.hpp"
 
 namespace braid {
 

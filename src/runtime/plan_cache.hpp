@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "src/core/executor.hpp"
+#include "src/runtime/executor.hpp"
 #include "algorithms/plan.hpp"
 
 namespace braid {

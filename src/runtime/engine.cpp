@@ -1,4 +1,4 @@
-#include "src/core/engine.hpp"
+#include "src/runtime/engine.hpp"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -13,8 +13,8 @@
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/socket.hpp"
-#include "src/core/cpu_sets.hpp"
-#include "src/core/peers.hpp"
+#include "src/runtime/cpu_sets.hpp"
+#include "src/runtime/peers.hpp"
 
 namespace braid {
 

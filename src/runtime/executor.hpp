@@ -16,7 +16,7 @@
 #include "braid/ops.hpp"
 #include "braid/tensor.hpp"
 #include "src/common/time.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "algorithms/plan.hpp"
 #include "transports/shm/window.hpp"
 

@@ -1,4 +1,4 @@
-#include "src/core/device_topology.hpp"
+#include "src/runtime/device_topology.hpp"
 
 #include <map>
 #include <mutex>
@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "src/common/errors.hpp"
-#include "src/core/context.hpp"
-#include "src/core/engine.hpp"
+#include "src/runtime/context.hpp"
+#include "src/runtime/engine.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "src/store/store.hpp"
 

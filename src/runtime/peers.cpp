@@ -1,4 +1,4 @@
-#include "src/core/peers.hpp"
+#include "src/runtime/peers.hpp"
 
 #include <poll.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "src/core/executor.hpp"
+#include "src/runtime/executor.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -11,8 +11,8 @@
 
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
-#include "src/core/context.hpp"
-#include "src/core/cpu_sets.hpp"
+#include "src/runtime/context.hpp"
+#include "src/runtime/cpu_sets.hpp"
 
 namespace braid {
 

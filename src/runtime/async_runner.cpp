@@ -1,4 +1,4 @@
-#include "src/core/async_runner.hpp"
+#include "src/runtime/async_runner.hpp"
 
 #include <fmt/core.h>
 

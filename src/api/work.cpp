@@ -1,6 +1,6 @@
 #include "braid/work.hpp"
 
-#include "src/core/work_state.hpp"
+#include "src/runtime/work_state.hpp"
 
 namespace braid {
 

@@ -1,4 +1,4 @@
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "transports/registry.hpp"
 
 #include <algorithm>
@@ -6,7 +6,7 @@
 
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
-#include "src/core/device_staging.hpp"
+#include "src/device/device_staging.hpp"
 
 namespace braid {
 
@@ -70,7 +70,7 @@ void check_tensor(const Tensor& t, const char* what, const char* op) {
   if (static_cast<unsigned>(t.dtype) >= static_cast<unsigned>(kNumDTypes))
     fail(ErrorCode::InvalidArgument, "{}: {} has an unknown dtype ({})", op, what, static_cast<int>(t.dtype));
   // A device tensor: NotSupported with the reason where CUDA is not usable
-  // (ops carry usable ones through pinned stand-ins, core/device_staging).
+  // (ops carry usable ones through pinned stand-ins, src/device/device_staging).
   if (!t.device.is_cpu()) detail::check_device_tensor(t, what, op);
 }
 

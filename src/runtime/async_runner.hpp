@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "src/core/work_state.hpp"
+#include "src/runtime/work_state.hpp"
 
 namespace braid {
 

@@ -1,4 +1,4 @@
-#include "src/core/staging_pool.hpp"
+#include "src/runtime/staging_pool.hpp"
 
 #include <map>
 #include <mutex>

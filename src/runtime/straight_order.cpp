@@ -20,7 +20,7 @@
 #include <deque>
 #include <unordered_map>
 
-#include "src/core/executor.hpp"
+#include "src/runtime/executor.hpp"
 
 namespace braid {
 

@@ -3,7 +3,7 @@
 
 #include "braid/process_group.hpp"
 #include "src/common/errors.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 
 namespace braid {
 

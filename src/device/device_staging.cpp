@@ -1,4 +1,4 @@
-#include "src/core/device_staging.hpp"
+#include "src/device/device_staging.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -6,12 +6,12 @@
 // collective runs after it has finished, and one submitted before runs
 // before it starts. chain_after completes a CollectiveWork like any async
 // collective does.
-#include "src/core/work_chain.hpp"
+#include "src/runtime/work_chain.hpp"
 
 #include <memory>
 
-#include "src/core/async_runner.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/async_runner.hpp"
+#include "src/runtime/context.hpp"
 
 namespace braid::detail {
 

@@ -1,4 +1,4 @@
-#include "src/core/device_steps.hpp"
+#include "src/device/device_steps.hpp"
 
 #include <thread>
 

@@ -19,9 +19,9 @@
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "transports/registry.hpp"
-#include "src/core/plan_cache.hpp"
+#include "src/runtime/plan_cache.hpp"
 
 namespace braid {
 

@@ -1,4 +1,4 @@
-#include "src/core/plan_cache.hpp"
+#include "src/runtime/plan_cache.hpp"
 
 #include <cstdlib>
 #include <mutex>

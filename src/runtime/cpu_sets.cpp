@@ -1,4 +1,4 @@
-#include "src/core/cpu_sets.hpp"
+#include "src/runtime/cpu_sets.hpp"
 
 #include <sched.h>
 #include <unistd.h>

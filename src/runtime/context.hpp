@@ -13,8 +13,8 @@
 #include "braid/group.hpp"
 #include "braid/options.hpp"
 #include "braid/tensor.hpp"
-#include "src/core/async_runner.hpp"
-#include "src/core/engine.hpp"
+#include "src/runtime/async_runner.hpp"
+#include "src/runtime/engine.hpp"
 #include "src/store/store.hpp"
 
 namespace braid {

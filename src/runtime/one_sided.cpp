@@ -29,9 +29,9 @@
 #include "src/common/errors.hpp"
 #include "src/common/per_thread.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "src/core/device_steps.hpp"
-#include "src/core/engine.hpp"
-#include "src/core/executor.hpp"
+#include "src/device/device_steps.hpp"
+#include "src/runtime/engine.hpp"
+#include "src/runtime/executor.hpp"
 #include "src/reduce/cpu_reduce.hpp"
 #include "transports/shm/window.hpp"
 

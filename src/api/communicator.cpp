@@ -4,7 +4,7 @@
 
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
-#include "src/core/context.hpp"
+#include "src/runtime/context.hpp"
 #include "src/store/store.hpp"
 
 namespace braid {

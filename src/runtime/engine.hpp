@@ -127,6 +127,8 @@ class Engine final : public TransportHost {
   int abort_peer() const { return abort_peer_; }
 
  private:
+  // How often a long wait asks the store whether the job was aborted.
+  static constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
   struct WaitTarget;
   void progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms);
   bool wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,

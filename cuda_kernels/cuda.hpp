@@ -165,7 +165,7 @@ PointerInfo pointer_info(const void* p);
 // are DMA'd directly and are asynchronous for the host (pageable memory goes
 // through the driver's own staging buffer, synchronously). Portable: usable
 // with every device's streams, not just the current one's. Expensive to
-// allocate (it pins pages, ~ms per MiB): pool it (src/core/device_staging).
+// allocate (it pins pages, ~ms per MiB): pool it (src/device/device_staging).
 void* malloc_pinned(std::size_t bytes);
 void free_pinned(void* p) noexcept;  // nullptr is a no-op
 
@@ -186,66 +186,6 @@ class PinnedBuffer {
   void* data_ = nullptr;
   std::size_t size_ = 0;
 };
-
-// --- CUDA IPC: device memory of one process mapped into another ---------------------
-//
-// Between processes on one host (several may share one GPU). The exporter
-// takes ipc_export(p) and sends the 64 bytes (plus the offset) to the
-// importer by any means (the store, a message); the importer maps the
-// allocation with ipc_open(handle), once per process: the mapping is cached,
-// keyed by the handle's bytes, and later opens of the same handle return the
-// same base address. Mappings are closed when evicted (ipc_evict, e.g. when
-// the exporter says it freed the memory), to make room (at most 64 open and
-// a quarter of the device's memory mapped, at least 1 GiB: the least
-// recently used unpinned one goes first), or at process exit. A mapping
-// keeps the exporter's memory alive after it frees it: the bounds are what
-// a process can hold of its peers' freed memory.
-//
-// Visibility: the mapping is the same memory, not a copy. Writes by one
-// process are seen by another only once they are complete and the reader is
-// ordered after them: the writer records an interprocess event after its
-// kernel/copy (Event::interprocess), the reader opens its handle once
-// (Event::open_ipc) and makes its stream wait on it (Event::wait_on) before
-// reading. Nothing orders the two processes' streams otherwise. The exporter
-// must keep the allocation alive (not cudaFree it) while any importer has it
-// open: freeing first is undefined behaviour in CUDA.
-struct IpcHandle {
-  std::array<unsigned char, 64> bytes{};  // a cudaIpcMemHandle_t / cudaIpcEventHandle_t
-  friend bool operator==(const IpcHandle&, const IpcHandle&) = default;
-};
-
-struct IpcExport {
-  IpcHandle handle;         // of the whole allocation holding p
-  std::size_t offset = 0;   // p - allocation base
-  std::size_t size = 0;     // the allocation's size in bytes
-  int device = -1;          // the device the allocation lives on
-  std::uint64_t buffer_id = 0;  // the driver's id of the allocation (never reused); 0 if unknown
-};
-
-// The handle for device memory p (any address inside a cudaMalloc'd
-// allocation; cudaIpcGetMemHandle is called on the allocation's base).
-// InvalidArgument for host or managed memory (IPC cannot share those).
-IpcExport ipc_export(const void* p);
-
-// Maps a peer's allocation into this process (cudaIpcOpenMemHandle with
-// cudaIpcMemLazyEnablePeerAccess, on the current device) and returns its base
-// address here; opened once per process, then served from the cache. An
-// export of this same process cannot be opened (CUDA refuses): use p itself.
-void* ipc_open(const IpcHandle& h);
-// The same, and pins the mapping: it is not closed (by the cache making
-// room, or ipc_evict) until as many ipc_unpin calls: for mappings that
-// enqueued work may still use.
-void* ipc_open_pinned(const IpcHandle& h);
-void ipc_unpin(const IpcHandle& h);
-
-// Closes the mapping if open and not pinned (cudaIpcCloseMemHandle) and
-// forgets it; every pointer into it is invalid afterwards. Returns whether
-// it closed one.
-bool ipc_evict(const IpcHandle& h);
-// Closes every cached mapping (also done at process exit).
-void ipc_evict_all() noexcept;
-// Mappings currently open, for tests and diagnostics.
-std::size_t ipc_open_count();
 
 // A cudaMalloc'd buffer, freed on destruction (on the device it was made on).
 class DeviceBuffer {
@@ -313,14 +253,9 @@ class Event {
   // Milliseconds between two recorded, completed timing events.
   static float elapsed_ms(const Event& start, const Event& end);
 
-  // An event another process can wait on (cudaEventInterprocess; timing
-  // disabled, as CUDA requires), and its 64-byte handle to send there.
-  static Event interprocess();
-  IpcHandle ipc_handle() const;
-  // Opens a peer's interprocess event: record() is the peer's business,
-  // query()/synchronize()/wait_on() here see its latest record as of when
-  // they are called. Not cached (an event handle may be opened many times).
-  static Event open_ipc(const IpcHandle& h);
+  // Takes ownership of a cudaEvent_t made elsewhere (interprocess events:
+  // transports/cuda_ipc).
+  static Event adopt(void* event) { return Event(Adopt{}, event); }
 
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;

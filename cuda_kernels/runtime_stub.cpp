@@ -80,14 +80,6 @@ PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
   return *this;
 }
 
-IpcExport ipc_export(const void*) { unsupported("CUDA ipc_export"); }
-void* ipc_open(const IpcHandle&) { unsupported("CUDA ipc_open"); }
-void* ipc_open_pinned(const IpcHandle&) { unsupported("CUDA ipc_open"); }
-void ipc_unpin(const IpcHandle&) {}
-bool ipc_evict(const IpcHandle&) { unsupported("CUDA ipc_evict"); }
-void ipc_evict_all() noexcept {}
-std::size_t ipc_open_count() { return 0; }
-
 DeviceBuffer::DeviceBuffer(std::size_t) { unsupported("CUDA malloc_device"); }
 DeviceBuffer::~DeviceBuffer() = default;
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
@@ -117,8 +109,5 @@ Event& Event::operator=(Event&& other) noexcept {
   event_ = std::exchange(other.event_, nullptr);
   return *this;
 }
-Event Event::interprocess() { unsupported("CUDA interprocess event"); }
-IpcHandle Event::ipc_handle() const { unsupported("CUDA interprocess event"); }
-Event Event::open_ipc(const IpcHandle&) { unsupported("CUDA open interprocess event"); }
 
 }  // namespace braid::cuda

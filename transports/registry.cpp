@@ -1,6 +1,7 @@
 #include "transports/registry.hpp"
 
 #include "braid/version.hpp"
+#include "cuda_kernels/cuda.hpp"
 #include "src/common/errors.hpp"
 #include "transports/shm/shm_transport.hpp"
 #include "transports/tcp/tcp_transport.hpp"
@@ -20,10 +21,14 @@ void check_backend(const std::string& b) {
          "backend 'verbs' is not available: this Braid was built without the 'verbs' feature (libibverbs was "
          "not found; install libibverbs-dev and reconfigure)");
 #endif
-  if (b == "cuda")
-    fail(ErrorCode::NotSupported,
-         "backend 'cuda' is not available in this version of Braid: expected 'auto', 'tcp', 'shm' or 'verbs' "
-         "(the CUDA IPC transport is not built yet)");
+  if (b == "cuda") {
+    // Device memory between ranks of one host goes through CUDA IPC; that
+    // needs a usable device here, or every device op would fail later.
+    if (!cuda::available())
+      fail(ErrorCode::NotSupported, "backend 'cuda' needs a usable CUDA device: {} (use 'auto', 'tcp', 'shm' or "
+           "'verbs' for host memory)", cuda::unavailable_reason());
+    return;
+  }
   fail(ErrorCode::InvalidArgument,
        "unknown backend '{}': expected one of 'auto', 'tcp', 'shm', 'verbs', 'cuda'", b);
 }
@@ -31,11 +36,14 @@ void check_backend(const std::string& b) {
 std::vector<Entry> make(TransportHost& host, TransportConfig cfg, const std::string& backend) {
   check_backend(backend);
   std::vector<Entry> out;
-  cfg.forced = backend != "auto";
-  if (backend == "auto" || backend == "shm") out.push_back({std::make_unique<ShmTransport>(host, cfg), true});
+  // 'cuda' moves host memory as 'auto' does; only 'tcp', 'shm' and 'verbs'
+  // force one transport.
+  const bool automatic = backend == "auto" || backend == "cuda";
+  cfg.forced = !automatic;
+  if (automatic || backend == "shm") out.push_back({std::make_unique<ShmTransport>(host, cfg), true});
 #if BRAID_HAVE_VERBS
   if (backend == "verbs") out.push_back({std::make_unique<VerbsTransport>(host, cfg), true});
-  if (backend == "auto")
+  if (automatic)
     if (auto v = VerbsTransport::try_create(host, cfg)) out.push_back({std::move(v), true});
 #endif
   if (backend != "shm") out.push_back({std::make_unique<TcpTransport>(host, cfg), backend != "verbs"});
@@ -47,6 +55,8 @@ const std::vector<std::string>& names() {
   return all;
 }
 
-bool shares_host_memory(const std::string& backend) { return backend == "auto" || backend == "shm"; }
+bool shares_host_memory(const std::string& backend) {
+  return backend == "auto" || backend == "shm" || backend == "cuda";
+}
 
 }  // namespace braid::transports

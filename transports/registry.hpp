@@ -29,6 +29,9 @@ void check_backend(const std::string& backend);
 // The transports `backend` uses on this rank, in order of preference:
 // 'auto' is shared memory on one host, verbs between hosts where an RDMA
 // device is usable, TCP otherwise; 'tcp', 'shm' and 'verbs' force one.
+// 'cuda' is 'auto' for host memory, and is refused where no CUDA device is
+// usable: device tensors between ranks of one host go through CUDA IPC
+// (transports/cuda_ipc) under it, as under 'auto' and 'shm'.
 std::vector<Entry> make(TransportHost& host, TransportConfig cfg, const std::string& backend);
 
 // Every transport this build has, by name: each rank publishes an address

@@ -32,7 +32,7 @@ struct GroupImpl {
   std::weak_ptr<Context> owner;
   std::uint32_t id = 0;
   // Unique in the process, across inits (ids start again at each): what a
-  // per-thread cache of plans keys a group by (collectives.cpp).
+  // per-thread cache of plans keys a group by (issue.cpp).
   std::uint64_t serial = 0;
   std::vector<int> ranks;            // global ranks in group order
   std::vector<int> group_of_global;  // global rank -> group rank or -1

@@ -29,7 +29,7 @@
 #include "src/common/errors.hpp"
 #include "src/common/per_thread.hpp"
 #include "cuda_kernels/cuda.hpp"
-#include "src/device/device_steps.hpp"
+#include "transports/cuda_ipc/device_steps.hpp"
 #include "src/runtime/engine.hpp"
 #include "src/runtime/executor.hpp"
 #include "src/reduce/cpu_reduce.hpp"

@@ -22,7 +22,7 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 // host, talking through shared memory, or not).
 // `host_of` (which host each group rank is on) is copied into the plan's
 // arguments only when a plan has to be built. (The hot path goes through
-// a per-thread cache in front of this one: collectives.cpp, plan_for.)
+// a per-thread cache in front of this one: issue.cpp, plan_for.)
 std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
                                              bool shared_memory, const std::vector<int>* host_of = nullptr);
 

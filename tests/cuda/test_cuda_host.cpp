@@ -23,6 +23,7 @@
 
 #include "src/device/device_staging.hpp"
 #include "cuda_kernels/cuda.hpp"
+#include "transports/cuda_ipc/ipc.hpp"
 #include "tests/mp/harness.hpp"
 #include "tests/cuda/usable_in_child.hpp"
 
@@ -139,23 +140,23 @@ TEST_CASE("without usable CUDA, events, pinned memory and IPC throw NotSupported
   REQUIRE_FALSE(bc::unavailable_reason().empty());
   expect_not_supported([] { bc::Event e; }, "Event()");
   expect_not_supported([] { bc::Event e(true); }, "Event(timing)");
-  expect_not_supported([] { (void)bc::Event::interprocess(); }, "Event::interprocess");
-  expect_not_supported([] { (void)bc::Event::open_ipc(bc::IpcHandle{}); }, "Event::open_ipc");
+  expect_not_supported([] { (void)braid::cuda_ipc::interprocess_event(); }, "Event::interprocess");
+  expect_not_supported([] { (void)braid::cuda_ipc::open_event(braid::cuda_ipc::Handle{}); }, "Event::open_ipc");
   expect_not_supported([] { (void)bc::malloc_pinned(4096); }, "malloc_pinned");
   expect_not_supported([] { bc::PinnedBuffer b(4096); }, "PinnedBuffer");
   int x = 0;
-  expect_not_supported([&] { (void)bc::ipc_export(&x); }, "ipc_export");
-  expect_not_supported([] { (void)bc::ipc_open(bc::IpcHandle{}); }, "ipc_open");
-  expect_not_supported([] { (void)bc::ipc_evict(bc::IpcHandle{}); }, "ipc_evict");
+  expect_not_supported([&] { (void)braid::cuda_ipc::export_memory(&x); }, "ipc_export");
+  expect_not_supported([] { (void)braid::cuda_ipc::open(braid::cuda_ipc::Handle{}); }, "ipc_open");
+  expect_not_supported([] { (void)braid::cuda_ipc::evict(braid::cuda_ipc::Handle{}); }, "ipc_evict");
   expect_not_supported([] { bc::Stream s; }, "Stream");
   // The queries answer without throwing: all memory is host memory.
   const bc::PointerInfo info = bc::pointer_info(&x);
   CHECK(info.kind == bc::MemoryKind::Host);
   CHECK(info.device == -1);
   CHECK(info.base == nullptr);
-  CHECK(bc::ipc_open_count() == 0);
+  CHECK(braid::cuda_ipc::open_count() == 0);
   bc::free_pinned(nullptr);
-  bc::ipc_evict_all();
+  braid::cuda_ipc::evict_all();
   // The check every op runs on a device tensor.
   expect_not_supported(
       [&] {

@@ -31,6 +31,7 @@
 
 #include "tests/collectives/reference.hpp"
 #include "cuda_kernels/cuda.hpp"
+#include "transports/cuda_ipc/ipc.hpp"
 #include "tests/mp/harness.hpp"
 #include "tests/cuda/usable_in_child.hpp"
 #include "algorithms/registry.hpp"
@@ -491,7 +492,7 @@ void ipc(Rank& r) {
   if (r.n < 2 || r.me > 1) return;
   ++r.cases;
   struct Msg {
-    bc::IpcHandle mem, event;
+    braid::cuda_ipc::Handle mem, event;
     std::uint64_t offset = 0;
   };
   const std::int64_t count = 1 << 20, skip = 1000;
@@ -500,25 +501,25 @@ void ipc(Rank& r) {
   std::uint8_t done = 0;
   if (r.me == 0) {
     DBuf buf = r.upload(r.inputs(DType::Float32, count, ReduceOp::Sum, 0), count);
-    bc::Event ready = bc::Event::interprocess();
+    bc::Event ready = braid::cuda_ipc::interprocess_event();
     ready.record(r.s());
-    const bc::IpcExport ex = bc::ipc_export(buf.ptr(skip));
+    const braid::cuda_ipc::Export ex = braid::cuda_ipc::export_memory(buf.ptr(skip));
     RANK_CHECK_MSG(ex.offset == skip * 4, "ipc_export offset " << ex.offset);
     RANK_CHECK_MSG(ex.size >= buf.bytes(), "ipc_export size " << ex.size);
     RANK_CHECK(ex.device == r.device);
     const bc::PointerInfo info = bc::pointer_info(buf.ptr(skip));
     RANK_CHECK(info.kind == bc::MemoryKind::Device && info.base == buf.ptr());
-    Msg m{ex.handle, ready.ipc_handle(), ex.offset};
+    Msg m{ex.handle, braid::cuda_ipc::event_handle(ready), ex.offset};
     braid::send(bytes_of(m), 1, o);
     braid::recv(braid::tensor(&done, 1), 1, o);  // rank 1 has let go of the mapping
   } else {
     Msg m;
     braid::recv(bytes_of(m), 0, o);
-    char* base = static_cast<char*>(bc::ipc_open(m.mem));
-    RANK_CHECK_MSG(bc::ipc_open(m.mem) == base, "a second ipc_open mapped the handle again");
-    RANK_CHECK(bc::ipc_open_count() == 1);
+    char* base = static_cast<char*>(braid::cuda_ipc::open(m.mem));
+    RANK_CHECK_MSG(braid::cuda_ipc::open(m.mem) == base, "a second ipc_open mapped the handle again");
+    RANK_CHECK(braid::cuda_ipc::open_count() == 1);
     RANK_CHECK(bc::pointer_info(base).kind == bc::MemoryKind::Device);
-    bc::Event ready = bc::Event::open_ipc(m.event);
+    bc::Event ready = braid::cuda_ipc::open_event(m.event);
     bc::Stream mine;
     bc::stream_wait_event(mine.get(), ready);
     Host got(DType::Float32, count - skip);
@@ -526,9 +527,9 @@ void ipc(Rank& r) {
     bc::stream_synchronize(mine.get());
     check("ipc read of rank 0's buffer", got, count - skip,
           [&](std::int64_t i) { return input_value(0, i + skip, ReduceOp::Sum, r.salt); });
-    RANK_CHECK(bc::ipc_evict(m.mem));
-    RANK_CHECK(!bc::ipc_evict(m.mem));
-    RANK_CHECK(bc::ipc_open_count() == 0);
+    RANK_CHECK(braid::cuda_ipc::evict(m.mem));
+    RANK_CHECK(!braid::cuda_ipc::evict(m.mem));
+    RANK_CHECK(braid::cuda_ipc::open_count() == 0);
     braid::send(braid::tensor(&done, 1), 0, o);
   }
 }

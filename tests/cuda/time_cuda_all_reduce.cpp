@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "cuda_kernels/cuda.hpp"
+#include "transports/cuda_ipc/ipc.hpp"
 #include "tests/mp/harness.hpp"
 #include "tests/cuda/usable_in_child.hpp"
 
@@ -125,7 +126,7 @@ int main(int argc, char** argv) {
       bc::Event e;
       for (int i = 0; i < 50; ++i) {
         const auto a = Clock::now();
-        (void)bc::ipc_export(data.data());
+        (void)braid::cuda_ipc::export_memory(data.data());
         exp_us.push_back(us(Clock::now() - a).count());
         const auto b = Clock::now();
         e.record(s);

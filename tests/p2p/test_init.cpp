@@ -175,6 +175,9 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
     expect_error([&] { braid::get_rank(); }, ErrorCode::InvalidState, "not initialised");
     expect_error([&] { braid::init_process_group({.backend = "carrier-pigeon"}); },
                  ErrorCode::InvalidArgument, "unknown backend 'carrier-pigeon'");
+    if (!braid::cuda::available())
+      expect_error([&] { braid::init_process_group({.backend = "cuda"}); }, ErrorCode::NotSupported,
+                   "backend 'cuda' needs a usable CUDA device: " + braid::cuda::unavailable_reason());
     expect_error([&] { braid::init_process_group({.init_method = "udp://x:1"}); },
                  ErrorCode::InvalidArgument, "unknown init_method 'udp://x:1'");
     expect_error([&] { braid::init_process_group({.init_method = "tcp://nohost"}); },

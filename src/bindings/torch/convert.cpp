@@ -1,4 +1,4 @@
-#include "src/bindings/torch/convert.hpp"
+#include "convert.hpp"
 
 #include "braid/error.hpp"
 

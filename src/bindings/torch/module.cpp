@@ -4,7 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "braid/version.hpp"
-#include "src/bindings/torch/process_group.hpp"
+#include "process_group.hpp"
 
 namespace py = pybind11;
 

@@ -1,9 +1,9 @@
-#include "src/bindings/torch/process_group.hpp"
+#include "process_group.hpp"
 
 #include <map>
 
 #include "braid/error.hpp"
-#include "src/bindings/torch/store_adapter.hpp"
+#include "store_adapter.hpp"
 
 namespace braid_torch {
 

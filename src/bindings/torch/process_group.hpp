@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "braid/communicator.hpp"
-#include "src/bindings/torch/work.hpp"
+#include "work.hpp"
 
 namespace braid_torch {
 

@@ -1,4 +1,4 @@
-#include "src/bindings/torch/store_adapter.hpp"
+#include "store_adapter.hpp"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "src/bindings/torch/work.hpp"
+#include "work.hpp"
 
 #include <ATen/core/jit_type.h>
 #include <pybind11/pybind11.h>

@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "braid/work.hpp"
-#include "src/bindings/torch/convert.hpp"
+#include "convert.hpp"
 
 namespace braid_torch {
 

@@ -1,9 +1,10 @@
-#include "src/device/device_steps.hpp"
+#include "transports/cuda_ipc/device_steps.hpp"
 
 #include <thread>
 
 #include "src/common/errors.hpp"
 #include "cuda_kernels/cuda.hpp"
+#include "transports/cuda_ipc/ipc.hpp"
 
 namespace braid::detail {
 
@@ -16,7 +17,7 @@ shm::BufDesc DeviceSteps::describe(const void* p, std::size_t bytes, int device,
   d.cuda = device + 1;
   *ipc = shm::IpcDesc{};
   if (p && bytes) {
-    const cuda::IpcExport e = cuda::ipc_export(p);
+    const cuda_ipc::Export e = cuda_ipc::export_memory(p);
     ipc->handle = e.handle.bytes;
     ipc->offset = e.offset;
     ipc->buffer_id = e.buffer_id;
@@ -38,9 +39,9 @@ char* DeviceSteps::open_peer(shm::Window& w, int peer, const shm::BufDesc& d, co
       known = true;
       ++i;
     } else if (seen[i].base < d.base + d.size && d.base < seen[i].base + seen[i].size) {
-      cuda::IpcHandle old;
+      cuda_ipc::Handle old;
       old.bytes = seen[i].handle;
-      (void)cuda::ipc_evict(old);  // the peer freed it; a pinned one goes later, with the cache
+      (void)cuda_ipc::evict(old);  // the peer freed it; a pinned one goes later, with the cache
       seen[i] = seen.back();
       seen.pop_back();
     } else {
@@ -48,18 +49,18 @@ char* DeviceSteps::open_peer(shm::Window& w, int peer, const shm::BufDesc& d, co
     }
   }
   if (!known) seen.push_back({ipc.handle, d.base, d.size, ipc.buffer_id});
-  cuda::IpcHandle h;
+  cuda_ipc::Handle h;
   h.bytes = ipc.handle;
-  char* base = static_cast<char*>(cuda::ipc_open_pinned(h));
+  char* base = static_cast<char*>(cuda_ipc::open_pinned(h));
   pinned_.push_back(ipc.handle);
   return base + ipc.offset + off;
 }
 
 void DeviceSteps::release_pins() {
   for (const auto& bytes : pinned_) {
-    cuda::IpcHandle h;
+    cuda_ipc::Handle h;
     h.bytes = bytes;
-    cuda::ipc_unpin(h);
+    cuda_ipc::unpin(h);
   }
   pinned_.clear();
 }

@@ -138,7 +138,7 @@ struct Topology {
   // Ranks sharing a GPU gain nothing from splitting device work between
   // them (the GPU time-slices between processes, and each switch costs).
   std::vector<int> device_of;
-  // One host whose ranks outnumber its CPUs (src/core/cpu_sets.hpp): a
+  // One host whose ranks outnumber its CPUs (src/runtime/cpu_sets.hpp): a
   // rank that waits for a peer mostly waits for that peer to be scheduled,
   // so every round of signals or messages costs a context switch. Every
   // rank of a one-host group computes it from the same CPU lists.

@@ -164,10 +164,10 @@ one() {  # impl op ranks size_text round
   if [[ $impl == braid ]]; then
     BRAID_DEBUG=INFO "${launch_cmd[@]}" "${args[@]}" >"$log" 2>&1 || { echo "compare_shm.sh: braid-bench failed, see $log" >&2; exit 1; }
     # Peers connect on first use; every link made must be shared memory
-    # (BRAID_DEBUG=INFO logs "rank P: shared memory" per link, and a warning
+    # (BRAID_DEBUG=INFO logs "rank P: shm" per link, and a warning
     # when a link falls back to TCP); one-sided plans use no links, only the
     # group's shared-memory window ("one-sided window ... mapped").
-    if ! grep -q -e ': shared memory$' -e 'one-sided window for group' "$log" || grep -q 'using TCP' "$log"; then
+    if ! grep -q -e ': shm$' -e 'one-sided window for group' "$log" || grep -q 'trying the next transport' "$log"; then
       echo "compare_shm.sh: $log: not every link is shared memory" >&2; exit 1
     fi
   else

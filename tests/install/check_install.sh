@@ -16,6 +16,22 @@ libdir=$(dirname "$(find "$root" -name 'libbraid.so' | head -1)")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$libdir" "$root/hello" env
 
+# The C API from plain C99 with the same flags and nothing else.
+cat > "$root/hello_c.c" <<'C'
+#include <braid/braid.h>
+#include <stdio.h>
+int main(void) {
+  int x = 21, st;
+  if ((st = braid_init(NULL, -1, -1)) != BRAID_OK) { fprintf(stderr, "init: %s\n", braid_error_string()); return 1; }
+  if ((st = braid_all_reduce(&x, &x, 1, BRAID_INT32, BRAID_SUM, BRAID_WORLD, NULL)) != BRAID_OK || x != 21) return 2;
+  printf("C: rank %d of %d, all_reduce ok\n", braid_rank(), braid_size());
+  return braid_finalize() == BRAID_OK ? 0 : 3;
+}
+C
+cc -std=c99 -Wall -Wextra -pedantic -Werror "$root/hello_c.c" -o "$root/hello_c" $flags
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$libdir" "$root/hello_c"
+
 # The torch backend, where it was built: the installed package imports with
 # nothing but PYTHONPATH (libbraid is linked into it), and a world of one
 # runs an all_reduce through it.

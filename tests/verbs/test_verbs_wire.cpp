@@ -12,6 +12,7 @@
 
 #include "src/common/socket.hpp"
 #include "src/runtime/context.hpp"
+#include "src/runtime/peers.hpp"
 #include "tests/mp/harness.hpp"
 #include "transports/verbs/handshake.hpp"
 #include "transports/verbs/queue_pair.hpp"
@@ -29,7 +30,7 @@ std::uint64_t job_id() {
 }
 
 braid::Fd dial_verbs(int rank) {
-  const auto addr = braid::store::to_string(braid::context().store->get("verbs/" + std::to_string(rank)));
+  const auto addr = braid::read_peer_record(*braid::context().store, rank, braid::Millis(5000)).address("verbs");
   const auto colon = addr.rfind(':');
   return braid::net::connect_retry(braid::net::resolve(addr.substr(0, colon), std::stoi(addr.substr(colon + 1))),
                                    braid::Deadline::after(braid::Millis(5000)), "rank");

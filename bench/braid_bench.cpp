@@ -23,6 +23,7 @@
 #include "bench_args.hpp"
 #include "bench_ops.hpp"
 #include "bench_report.hpp"
+#include "src/common/progress.hpp"
 
 namespace bench {
 namespace {
@@ -91,6 +92,7 @@ int run(const Args& a) {
   const int n = braid::get_world_size();
   const bool lead = rank == 0;
   std::FILE* out = stdout;
+  braid::Progress progress(lead);  // on a terminal: the size being measured
 
   std::vector<std::unique_ptr<Op>> ops;
   for (const auto& name : a.collectives) ops.push_back(make_op(name, a.window));
@@ -163,8 +165,12 @@ int run(const Args& a) {
         }
         c.send.reserve(static_cast<std::size_t>(max_send) * c.esize);
         c.recv.reserve(static_cast<std::size_t>(max_recv) * c.esize);
+        std::size_t done = 0;
         for (auto s : my_sizes) {
           c.lay = op->layout(s, c.esize, n);
+          progress.show(fmt::format("braid-bench: {} {} {}: size {} of {} ({} bytes)", op->name(),
+                                    op->sized() ? type_name(dt) : "", op->reduces() ? op_name(rop) : "", ++done,
+                                    my_sizes.size(), c.lay.bytes));
           Row r;
           r.collective = op->name();
           r.size = c.lay.bytes;
@@ -174,6 +180,7 @@ int run(const Args& a) {
           r.root = op->rooted() ? a.root : -1;
           r.out_of_place = measure(*op, c, false, a);
           if (op->has_in_place()) r.in_place = measure(*op, c, true, a);
+          progress.done();
           if (lead) print_row(out, r);
           for (const auto& [place, f] : {std::pair{"out-of-place", &r.out_of_place}, std::pair{"in-place", &r.in_place}})
             if (f->present && f->wrong > 0)

@@ -26,6 +26,7 @@
 #include "algorithms/plan.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/verify.hpp"
+#include "src/common/progress.hpp"
 
 namespace {
 
@@ -204,12 +205,14 @@ int sweep(const Options& o) {
 
   std::vector<std::string> failures;
   std::int64_t last_count = -1;
+  braid::Progress progress;  // on a terminal: which size is being built and verified
   for (double b = static_cast<double>(o.min_bytes); b <= static_cast<double>(o.max_bytes) * (1 + 1e-9);
        b = b * o.factor > b + 1 ? b * o.factor : b + 1) {
     const auto bytes = o.coll == Collective::Barrier ? 0 : static_cast<std::int64_t>(b);
     const std::int64_t count = count_for_bytes(o, bytes);
     if (count == last_count) continue;  // sizes below one element per block repeat
     last_count = count;
+    progress.show(fmt::format("braid-sim: {} bytes (up to {})", bytes, o.max_bytes));
     const auto args = make_args(o, count);
     const braid::plan::Algorithm* chosen = braid::plan::choose(o.coll, args, o.params, o.algo);
     std::string row = fmt::format("{:>12} {:>12}", bytes, count);
@@ -230,7 +233,9 @@ int sweep(const Options& o) {
       if (a == chosen) cell += '*';
       row += fmt::format(" {:>20}", cell);
     }
+    progress.done();
     fmt::print("{}\n", row);
+    std::fflush(stdout);
     if (o.coll == Collective::Barrier) break;  // no sizes to sweep
   }
   for (const auto& f : failures) fmt::print("verify FAILED: {}\n", f);

@@ -10,9 +10,11 @@
 // 8-byte all_reduce, 2 ranks, every other call 10 us). Blocks, not single CPUs, leave a rank's
 // own threads room on a big host. Open MPI binds to a core per rank at 2 ranks, and to sockets
 // above.
-// Output lines are
-// prefixed with "[R] ". The first rank to fail takes the whole job down, and its status becomes
-// braidrun's exit status, so a script or CI step sees the failure.
+// The ranks' output passes through unchanged, and braidrun prints nothing of its own when the
+// job succeeds (as mpirun and srun do); --tag-output (-l) prefixes each line with "[R] ". The
+// first rank to fail takes the whole job down, and its status becomes braidrun's exit status, so
+// a script or CI step sees the failure. SIGINT and SIGTERM are forwarded to every rank; ranks
+// still running after a grace time are killed, and braidrun names them.
 //
 // Depends only on fmt and libc on purpose: it is the thing that starts everything else, so it
 // must not need the library it launches.
@@ -63,12 +65,17 @@ constexpr const char* kUsage =
     "  -n, --np N          number of ranks (1..1024)\n"
     "  --port P            MASTER_PORT to use (default: a free port)\n"
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
-    "  --no-prefix         pass rank output through unchanged instead of prefixing \"[R] \"\n"
+    "  -l, --tag-output    prefix each line of a rank's output with \"[R] \"\n"
+    "  --no-prefix         pass rank output through unchanged (the default; kept for old scripts)\n"
+    "  -x VAR[=VALUE]      set VAR for every rank: to VALUE, or to braidrun's own value of VAR\n"
+    "                      (ranks inherit braidrun's whole environment anyway; -x also names\n"
+    "                      what travels to other hosts)\n"
     "  --bind-to block|none block: the CPUs braidrun may use are cut into N equal contiguous\n"
     "                      blocks and rank r runs on block r (the default when N is at most that\n"
     "                      many CPUs; with more ranks, rank r gets CPU r mod the count); none:\n"
     "                      ranks run anywhere (the default otherwise)\n"
-    "  -h, --help          show this help\n";
+    "  -h, --help          show this help\n"
+    "  --version           show braidrun's version\n";
 
 // Owns a file descriptor; braidrun builds without the library, so it keeps its own.
 class Fd {
@@ -125,8 +132,9 @@ struct Options {
   int nranks = 0;
   int port = 0;  // 0: pick a free one
   std::optional<double> timeout_s;
-  bool prefix = true;
+  bool prefix = false;
   std::optional<bool> bind;       // unset: bind when the ranks fit the CPUs
+  std::vector<std::pair<std::string, std::string>> exports;  // -x VAR[=VALUE]
   std::vector<std::string> argv;  // PROGRAM ARGS...
 };
 
@@ -154,6 +162,26 @@ Options parse_args(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       write_all(1, kUsage);
       std::exit(0);
+    } else if (arg == "--version" && !has_inline) {
+      write_all(1, fmt::format("braidrun (Braid) {}\n", BRAID_VERSION_STRING));
+      std::exit(0);
+    } else if ((arg == "-l" || arg == "--tag-output") && !has_inline) {
+      o.prefix = true;
+    } else if (arg == "-x") {
+      const std::string_view v = take_value();
+      const auto eq = v.find('=');
+      std::string name(v.substr(0, eq));
+      if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                              std::string::npos || (name[0] >= '0' && name[0] <= '9'))
+        usage_error(fmt::format("-x expects VAR or VAR=VALUE with VAR a variable name, got '{}'", v));
+      if (eq != std::string_view::npos) {
+        o.exports.emplace_back(name, std::string(v.substr(eq + 1)));
+      } else if (const char* mine = std::getenv(name.c_str())) {
+        o.exports.emplace_back(name, mine);
+      } else {
+        usage_error(fmt::format("-x {}: braidrun has no {} in its environment to pass on (use -x {}=VALUE)", name,
+                                name, name));
+      }
     } else if (arg == "-n" || arg == "--np") {
       o.nranks = parse_number(arg, take_value(), 1, kMaxRanks, "a rank count in 1..1024");
     } else if (arg == "--port") {
@@ -314,13 +342,19 @@ class Job {
         {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(opt_.nranks)},
         {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(opt_.nranks)},
         {"BRAIDRUN", "1"}};
+    // braidrun's environment, then -x's variables over it, then ours over both.
+    auto overridden = [&](std::string_view key) {
+      return std::any_of(std::begin(ours), std::end(ours), [&](auto& p) { return key == p.first; }) ||
+             std::any_of(opt_.exports.begin(), opt_.exports.end(), [&](auto& p) { return key == p.first; });
+    };
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string_view kv = *e;
-      std::string_view key = kv.substr(0, kv.find('='));
-      if (std::none_of(std::begin(ours), std::end(ours), [&](auto& p) { return key == p.first; }))
-        env.emplace_back(kv);
+      if (!overridden(kv.substr(0, kv.find('=')))) env.emplace_back(kv);
     }
+    for (auto& [k, v] : opt_.exports)
+      if (std::none_of(std::begin(ours), std::end(ours), [&](auto& p) { return k == p.first; }))
+        env.push_back(fmt::format("{}={}", k, v));
     for (auto& [k, v] : ours) env.push_back(fmt::format("{}={}", k, v));
     return env;
   }
@@ -490,7 +524,13 @@ class Job {
         begin_teardown(Teardown::Timeout, SIGTERM);
       }
       if (kill_deadline_ && now >= *kill_deadline_) {
-        if (running_ > 0) say("ranks still running after {}s, sending SIGKILL", kGrace.count());
+        if (running_ > 0) {
+          std::string which;
+          for (std::size_t r = 0; r < ranks_.size(); ++r)
+            if (ranks_[r].running) which += fmt::format("{}{}", which.empty() ? "" : ", ", r);
+          say("rank{} {} still running {}s after SIGTERM: sending SIGKILL", running_ > 1 ? "s" : "", which,
+              kGrace.count());
+        }
         signal_all(SIGKILL);
         kill_deadline_.reset();
       }

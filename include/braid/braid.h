@@ -113,6 +113,12 @@ const char* braid_version(void);
  * braid_group_rank is -1. Free it with braid_group_free. */
 int braid_group_new(const int* ranks, int n, braid_group_t* group);
 int braid_group_free(braid_group_t group);
+/* Splits parent (BRAID_WORLD for the world) by colour, as MPI_Comm_split:
+ * every member of parent calls it; members with the same color >= 0 form a
+ * group ordered by key, then by parent rank. BRAID_NO_COLOR: *group is a
+ * group this rank is outside of (braid_group_rank -1); free it too. */
+#define BRAID_NO_COLOR (-1)
+int braid_group_split(braid_group_t parent, int color, int key, braid_group_t* group);
 int braid_group_rank(braid_group_t group); /* -1 if outside, or on error */
 int braid_group_size(braid_group_t group); /* -1 on error */
 
@@ -129,6 +135,10 @@ int braid_test(braid_request_t* request, int* done);
 /* Waits for every request (NULL entries are skipped), releasing each; returns
  * the first failure's status (all are waited for regardless). */
 int braid_wait_all(braid_request_t* requests, int n);
+/* Waits until one request (of the non-NULL ones) completes: *index says
+ * which; it is released, requests[*index] set to NULL, and its status
+ * returned. BRAID_ERR_INVALID_ARGUMENT when every entry is NULL. */
+int braid_wait_any(braid_request_t* requests, int n, int* index);
 
 /* --- point to point ------------------------------------------------------- */
 
@@ -139,6 +149,11 @@ int braid_send(const void* buf, int64_t count, braid_dtype_t dtype, int dst, int
  * rank once the receive completes (for a request: at braid_wait/braid_test). */
 int braid_recv(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t tag, braid_group_t group,
                int* source, braid_request_t* request);
+
+/* Sends sendcount elements to dst while receiving up to recvcount from src
+ * (MPI_Sendrecv: a ring shift cannot deadlock). *source as in braid_recv. */
+int braid_sendrecv(const void* sendbuf, int64_t sendcount, int dst, void* recvbuf, int64_t recvcount, int src,
+                   braid_dtype_t dtype, int64_t tag, braid_group_t group, int* source, braid_request_t* request);
 
 /* --- collectives ---------------------------------------------------------- */
 

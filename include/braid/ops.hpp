@@ -27,6 +27,12 @@ Work send(const Tensor& t, int dst, const OpOptions& options = {});
 int recv(const Tensor& t, int src = ANY_SOURCE, const OpOptions& options = {});
 Work isend(const Tensor& t, int dst, const OpOptions& options = {});
 Work irecv(const Tensor& t, int src = ANY_SOURCE, const OpOptions& options = {});
+// Sends `send` to dst while receiving `recv` from src (MPI_Sendrecv): every
+// rank may send to one neighbour and receive from another at once without
+// deadlock. Blocking: returns once both are done; async: the Work completes
+// after both. source_rank() is the receive's.
+Work sendrecv(const Tensor& send, int dst, const Tensor& recv, int src = ANY_SOURCE,
+              const OpOptions& options = {});
 
 // --- collectives ------------------------------------------------------------
 Work barrier(const OpOptions& options = {});

@@ -33,4 +33,14 @@ Group world();
 // global; the group's order is the list's order.
 Group new_group(const std::vector<int>& ranks, const OpOptions& options = {});
 
+// A colour that puts the caller in no group of a split.
+inline constexpr int NO_COLOR = -1;
+// Splits `parent` by colour, as MPI_Comm_split and ncclCommSplit do: every
+// member of parent calls it (and only they), in the same order relative to
+// other collectives on parent. Members passing the same color >= 0 form one
+// new group, ordered by key, then by their rank in parent; a member passing
+// NO_COLOR gets an invalid Group (valid() is false). Ops on parent may use
+// options (timeout); the split runs one all_gather on parent.
+Group split(const Group& parent, int color, int key = 0, const OpOptions& options = {});
+
 }  // namespace braid

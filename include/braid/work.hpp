@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <vector>
 
 namespace braid {
 
@@ -39,5 +40,13 @@ class Work {
   std::shared_ptr<detail::WorkState> state_;
   int source_ = -1;
 };
+
+// Waits for every Work of the list (empty ones count as done). All are waited
+// for; then the first failure, in list order, is rethrown.
+void wait_all(std::vector<Work>& works);
+// Waits until one Work of the list has finished and returns its index (the
+// lowest finished one); the others keep running. Throws InvalidArgument for
+// an empty list.
+std::size_t wait_any(std::vector<Work>& works);
 
 }  // namespace braid

@@ -114,6 +114,17 @@ void init_process_group(const InitOptions& o) {
     rank_and_size_from_env(rank, world);
     auto addr = env("MASTER_ADDR");
     auto port = env("MASTER_PORT");
+    if (!addr && !port && rank < 0 && world < 0) {
+      // Started alone, with no launcher and nothing in the environment: a
+      // world of one (MPI's singleton init), on a store of its own.
+      BRAID_INFO("env:// without MASTER_ADDR, MASTER_PORT, RANK or WORLD_SIZE: running as a world of 1");
+      rank = 0;
+      world = 1;
+      c->server = store::TcpStoreServer::try_create("127.0.0.1", 0);
+      if (!c->server) fail(ErrorCode::Store, "a world of 1 could not host its own store on 127.0.0.1");
+      addr = "127.0.0.1";
+      port = std::to_string(c->server->port());
+    }
     if (!addr) fail(ErrorCode::InvalidArgument, "init_method env:// needs MASTER_ADDR (the store host) in the environment");
     if (!port) fail(ErrorCode::InvalidArgument, "init_method env:// needs MASTER_PORT in the environment");
     if (rank < 0)
@@ -125,7 +136,7 @@ void init_process_group(const InitOptions& o) {
     const int p = parse_int(*port, "MASTER_PORT", 1, 65535);
     store_host = *addr;
     // Rank 0 hosts the store unless one already serves the port (braid-store).
-    if (rank == 0) c->server = host_store("", p);
+    if (rank == 0 && !c->server) c->server = host_store("", p);
     base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
   } else if (m.rfind("tcp://", 0) == 0) {
     const Endpoint ep = parse_host_port(m.substr(6), m);

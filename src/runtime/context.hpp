@@ -64,6 +64,9 @@ struct GroupImpl {
   std::mutex device_mu;
   int cuda_device = -1;
   std::vector<int> device_of;
+  // split() calls made on this group so far: the same on every member (they
+  // call it in the same order), so it names a split across them.
+  std::uint64_t splits = 0;
 };
 }  // namespace detail
 

@@ -168,6 +168,42 @@ static void test_p2p(int n) {
   OK(braid_barrier(BRAID_WORLD, NULL));
 }
 
+static void test_mpi_style(int n) {
+  /* sendrecv around the ring, then wait_any over two receives */
+  int32_t out[3] = {me, me, me}, in[3] = {-1, -1, -1};
+  int source = -1, index = -1;
+  const int right = (me + 1) % n, left = (me + n - 1) % n;
+  OK(braid_sendrecv(out, 3, right, in, 3, left, BRAID_INT32, 11, BRAID_WORLD, &source, NULL));
+  CHECK(in[2] == left && source == left);
+  {
+    braid_request_t rs[3] = {NULL, NULL, NULL};
+    int32_t a = -1, b = -1;
+    OK(braid_recv(&a, 1, BRAID_INT32, left, 12, BRAID_WORLD, NULL, &rs[0]));
+    OK(braid_recv(&b, 1, BRAID_INT32, right, 13, BRAID_WORLD, NULL, &rs[2]));
+    OK(braid_send(&me, 1, BRAID_INT32, right, 12, BRAID_WORLD, NULL));
+    OK(braid_send(&me, 1, BRAID_INT32, left, 13, BRAID_WORLD, NULL));
+    OK(braid_wait_any(rs, 3, &index));
+    CHECK(index == 0 || index == 2);
+    CHECK(rs[index] == NULL);
+    OK(braid_wait_all(rs, 3));
+    CHECK(a == left && b == right);
+    CHECK(braid_wait_any(rs, 3, &index) == BRAID_ERR_INVALID_ARGUMENT); /* all NULL now */
+  }
+  /* split the world by parity, key reversing the order */
+  {
+    braid_group_t half = NULL, none = NULL;
+    int32_t v = 1;
+    OK(braid_group_split(BRAID_WORLD, me % 2, -me, &half));
+    CHECK(braid_group_size(half) == (n + 1 - me % 2) / 2);
+    OK(braid_all_reduce(&v, &v, 1, BRAID_INT32, BRAID_SUM, half, NULL));
+    CHECK(v == braid_group_size(half));
+    OK(braid_group_split(half, braid_group_rank(half) == 0 ? 0 : BRAID_NO_COLOR, 0, &none));
+    CHECK(braid_group_rank(none) == (braid_group_rank(half) == 0 ? 0 : -1));
+    OK(braid_group_free(none));
+    OK(braid_group_free(half));
+  }
+}
+
 static void test_group(void) {
   /* ranks 0 and 2; everyone calls braid_group_new */
   const int ranks[2] = {2, 0};
@@ -245,6 +281,7 @@ int main(void) {
   test_gathers(n);
   test_p2p(n);
   test_group();
+  test_mpi_style(n);
   test_coalesced(n);
   test_errors(n);
   OK(braid_finalize());

@@ -150,7 +150,7 @@ TEST_CASE("every rank starts with the env:// variables", "[braidrun]") {
   constexpr int n = 4;
   Result r = run_sh(n,
                     "echo \"$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $MASTER_ADDR "
-                    "$MASTER_PORT $BRAIDRUN\"");
+                    "$MASTER_PORT $BRAIDRUN\"", {"--tag-output"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.exit_code() == 0);
   std::set<int> ranks;
@@ -177,14 +177,14 @@ TEST_CASE("every rank starts with the env:// variables", "[braidrun]") {
 }
 
 TEST_CASE("--port sets MASTER_PORT", "[braidrun]") {
-  Result r = run_sh(2, "echo port=$MASTER_PORT", {"--port", "23456"});
+  Result r = run_sh(2, "echo port=$MASTER_PORT", {"--port", "23456", "-l"});
   REQUIRE(r.exit_code() == 0);
   CHECK(contains(r.out, "[0] port=23456\n"));
   CHECK(contains(r.out, "[1] port=23456\n"));
 }
 
-TEST_CASE("stdout and stderr lines carry the rank prefix", "[braidrun]") {
-  Result r = run_sh(3, "printf 'a%s\\nb%s\\n' $RANK $RANK; echo e$RANK >&2");
+TEST_CASE("with --tag-output, stdout and stderr lines carry the rank prefix", "[braidrun]") {
+  Result r = run_sh(3, "printf 'a%s\\nb%s\\n' $RANK $RANK; echo e$RANK >&2", {"--tag-output"});
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
   REQUIRE(r.exit_code() == 0);
   for (int rank = 0; rank < 3; ++rank) {
@@ -202,7 +202,7 @@ TEST_CASE("lines from concurrent ranks are never mixed", "[braidrun]") {
   // rank's prefix, and none may be lost.
   constexpr int n = 4, count = 300;
   Result r = run_sh(n, "i=0; while [ $i -lt 300 ]; do echo \"line-of-rank-$RANK-$i\"; "
-                       "i=$((i+1)); done");
+                       "i=$((i+1)); done", {"-l"});
   REQUIRE(r.exit_code() == 0);
   std::map<int, int> per_rank;
   for (const auto& line : lines(r.out)) {
@@ -215,11 +215,53 @@ TEST_CASE("lines from concurrent ranks are never mixed", "[braidrun]") {
 }
 
 TEST_CASE("a last line without a newline is still printed", "[braidrun]") {
-  Result r = run_sh(2, "printf 'first\\nno newline %s' $RANK; printf 'tail%s' $RANK >&2");
+  Result r = run_sh(2, "printf 'first\\nno newline %s' $RANK; printf 'tail%s' $RANK >&2", {"-l"});
   REQUIRE(r.exit_code() == 0);
   CHECK(contains(r.out, "[0] no newline 0\n"));
   CHECK(contains(r.out, "[1] no newline 1\n"));
   CHECK(contains(r.err, "[1] tail1\n"));
+}
+
+TEST_CASE("by default output passes through unchanged, and a good job prints nothing of braidrun's", "[braidrun]") {
+  Result r = run_sh(2, "echo plain$RANK; echo err$RANK >&2");
+  REQUIRE(r.exit_code() == 0);
+  CHECK(contains(r.out, "plain0\n"));
+  CHECK(contains(r.out, "plain1\n"));
+  CHECK_FALSE(contains(r.out, "["));
+  CHECK(contains(r.err, "err1\n"));
+  CHECK_FALSE(contains(r.err, "braidrun"));
+}
+
+TEST_CASE("-x sets a variable for every rank, from a value or from braidrun's environment", "[braidrun]") {
+  ::setenv("BRAID_TEST_X_FROM_PARENT", "inherited value", 1);
+  Result r = run_sh(2, "echo \"$RANK:$BRAID_TEST_X_ONE:$BRAID_TEST_X_FROM_PARENT\"",
+                    {"-x", "BRAID_TEST_X_ONE=a=b", "-x", "BRAID_TEST_X_FROM_PARENT", "-x", "RANK=99"});
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  REQUIRE(r.exit_code() == 0);
+  CHECK(contains(r.out, "0:a=b:inherited value\n"));  // RANK stays braidrun's own
+  CHECK(contains(r.out, "1:a=b:inherited value\n"));
+  ::unsetenv("BRAID_TEST_X_MISSING");
+  Result bad = run_sh(1, "true", {"-x", "BRAID_TEST_X_MISSING"});
+  CHECK(bad.exit_code() == 2);
+  CHECK(contains(bad.err, "no BRAID_TEST_X_MISSING in its environment"));
+  Result worse = run_sh(1, "true", {"-x", "1NOT-A-NAME=1"});
+  CHECK(worse.exit_code() == 2);
+}
+
+TEST_CASE("--version", "[braidrun]") {
+  Result r = run({"--version"});
+  CHECK(r.exit_code() == 0);
+  CHECK(r.out.starts_with("braidrun (Braid) "));
+}
+
+TEST_CASE("ranks that ignore SIGTERM are killed after the grace time, and named", "[braidrun]") {
+  // Both ranks ignore TERM (their sleeps inherit that); rank 1 fails, so braidrun sends TERM,
+  // waits its grace time (5 s), then kills the two that are left and says which.
+  Result r = run_sh(3, "trap '' TERM; if [ $RANK = 1 ]; then exit 4; fi; while :; do sleep 0.1; done");
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code() == 4);
+  CHECK(contains(r.err, "braidrun: ranks 0, 2 still running 5s after SIGTERM: sending SIGKILL"));
+  CHECK(r.seconds < 15.0);
 }
 
 TEST_CASE("--no-prefix passes output through unchanged", "[braidrun]") {
@@ -307,6 +349,7 @@ std::vector<int> usable_cpus() {
 
 // Each rank's CPUs, as the kernel reports them, under braidrun -n n opts.
 std::map<int, std::vector<int>> cpus_of_ranks(int n, std::vector<std::string> opts) {
+  opts.push_back("--tag-output");
   Result r = run_sh(n, "echo \"$RANK $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)\"",
                     std::move(opts));
   INFO("stdout:\n" << r.out << "stderr:\n" << r.err);

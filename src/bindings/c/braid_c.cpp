@@ -199,6 +199,16 @@ int braid_group_new(const int* ranks, int n, braid_group_t* group) {
   });
 }
 
+int braid_group_split(braid_group_t parent, int color, int key, braid_group_t* group) {
+  return guarded([&] {
+    if (!group) invalid("braid_group_split: group is NULL: expected where to put the new group");
+    *group = nullptr;
+    const braid::Group p = parent ? parent->group : braid::world();
+    auto g = std::make_unique<braid_group_s>(braid_group_s{braid::split(p, color, key)});
+    *group = g.release();
+  });
+}
+
 int braid_group_free(braid_group_t group) {
   delete group;
   return BRAID_OK;
@@ -206,6 +216,7 @@ int braid_group_free(braid_group_t group) {
 
 int braid_group_rank(braid_group_t group) {
   int r = -1;
+  if (group && !group->group.valid()) return -1;  // a split's NO_COLOR
   if (guarded([&] { r = group ? braid::get_rank(group->group) : braid::get_rank(); }) != BRAID_OK) return -1;
   return r;
 }
@@ -286,6 +297,24 @@ int braid_wait_all(braid_request_t* requests, int n) {
   return first;
 }
 
+int braid_wait_any(braid_request_t* requests, int n, int* index) {
+  std::vector<int> live;
+  const int st = guarded([&] {
+    if (!index || (n > 0 && !requests)) invalid("braid_wait_any: requests and index must not be NULL");
+    *index = -1;
+    for (int i = 0; i < n; ++i)
+      if (requests[i]) live.push_back(i);
+    if (live.empty()) invalid("braid_wait_any: every request is NULL: expected at least one to wait for");
+    std::vector<braid::Work> works;
+    for (int i : live) works.push_back(requests[i]->work);
+    *index = live[braid::wait_any(works)];
+  });
+  if (st != BRAID_OK) return st;
+  braid_request_t r = requests[*index];
+  requests[*index] = nullptr;
+  return release(r);
+}
+
 // --- point to point -------------------------------------------------------------
 
 int braid_send(const void* buf, int64_t count, braid_dtype_t dtype, int dst, int64_t tag, braid_group_t group,
@@ -313,6 +342,20 @@ int braid_recv(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t t
     }
     const int from = braid::recv(tensor_of(buf, count, dt), src, o);
     if (source) *source = from;
+  });
+}
+
+int braid_sendrecv(const void* sendbuf, int64_t sendcount, int dst, void* recvbuf, int64_t recvcount, int src,
+                   braid_dtype_t dtype, int64_t tag, braid_group_t group, int* source, braid_request_t* request) {
+  return guarded([&] {
+    const auto dt = dtype_of(dtype, "braid_sendrecv");
+    need(sendbuf, sendcount, "sendbuf", "braid_sendrecv");
+    need(recvbuf, recvcount, "recvbuf", "braid_sendrecv");
+    auto o = options_of(group, request);
+    o.tag = tag;
+    braid::Work w = braid::sendrecv(tensor_of(sendbuf, sendcount, dt), dst, tensor_of(recvbuf, recvcount, dt), src, o);
+    if (!request && source) *source = w.source_rank();
+    finish(std::move(w), request, source);
   });
 }
 

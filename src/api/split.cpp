@@ -1,0 +1,74 @@
+// split: new groups from a parent group by colour and key (MPI_Comm_split,
+// ncclCommSplit). Only the parent's members take part, so a split group's id
+// cannot come from new_group's per-process counter (which every rank of the
+// default group advances alike): the first member of each colour takes one
+// from a counter in the store, in a range of its own, and publishes it for
+// the others under the parent's id, its split count and the colour.
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include <fmt/core.h>
+
+#include "braid/ops.hpp"
+#include "braid/process_group.hpp"
+#include "src/common/errors.hpp"
+#include "src/runtime/context.hpp"
+
+namespace braid {
+
+namespace {
+// Split groups' ids start here; new_group's count up from 1 and stay far
+// below. Ids must stay under 2^31: a group has contexts 2 id and 2 id + 1.
+constexpr std::uint64_t kSplitIdBase = std::uint64_t{1} << 30;
+}  // namespace
+
+Group split(const Group& parent, int color, int key, const OpOptions& options) {
+  if (!parent.valid())
+    fail(ErrorCode::InvalidArgument, "split: the parent group is empty: expected one made by world(), new_group() or split()");
+  if (color < 0 && color != NO_COLOR)
+    fail(ErrorCode::InvalidArgument, "split: color {} is negative: expected a color >= 0, or NO_COLOR", color);
+  const int me = parent.rank();
+  if (me < 0)
+    fail(ErrorCode::InvalidArgument, "split: this rank is not a member of the parent group (group {}): only its "
+         "members call split", parent.id());
+  detail::GroupImpl& p = *parent.impl();
+  OpOptions o = options;
+  o.group = &parent;
+  o.async_op = false;
+  Context& c = op_context(o);
+
+  // Everyone's (color, key), in parent order.
+  const int n = parent.size();
+  std::vector<std::int64_t> mine{color, key}, all(static_cast<std::size_t>(2 * n));
+  all_gather_into_tensor(tensor(all), tensor(mine), o);
+  const std::uint64_t seq = p.splits++;
+  if (color == NO_COLOR) return Group();
+
+  std::vector<std::tuple<std::int64_t, int, int>> members;  // key, parent rank, global rank
+  for (int i = 0; i < n; ++i)
+    if (all[static_cast<std::size_t>(2 * i)] == color)
+      members.emplace_back(all[static_cast<std::size_t>(2 * i + 1)], i, parent.global_rank(i));
+  std::sort(members.begin(), members.end());
+  std::vector<int> ranks;
+  for (const auto& m : members) ranks.push_back(std::get<2>(m));
+
+  const std::string where = fmt::format("split/{}/{}/{}", p.id, seq, color);
+  std::uint64_t id = 0;
+  if (ranks.front() == c.rank) {
+    const auto taken = static_cast<std::uint64_t>(c.store->add("split/next_id", 1));
+    if (taken >= kSplitIdBase)
+      fail(ErrorCode::InvalidState, "split: this job has made {} split groups, the most it can", kSplitIdBase);
+    id = kSplitIdBase + taken;
+    c.store->set(where, store::to_bytes(std::to_string(id)));
+  } else {
+    id = std::stoull(store::to_string(c.store->get(where, op_timeout(o))));
+  }
+  auto g = make_group(static_cast<std::uint32_t>(id), ranks, c.world_size, c.rank);
+  g->owner = p.owner;
+  agree_on_group(c, *g);
+  return Group(std::move(g));
+}
+
+}  // namespace braid

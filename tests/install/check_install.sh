@@ -16,6 +16,28 @@ libdir=$(dirname "$(find "$root" -name 'libbraid.so' | head -1)")
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=0 WORLD_SIZE=1 LD_LIBRARY_PATH="$libdir" "$root/hello" env
 
+# Packaging: a versioned soname; braid.pc keeps fmt, verbs and CUDA private
+# and names libraries, not this build's absolute paths, even for --static;
+# installed programs find libbraid without LD_LIBRARY_PATH (a relative rpath).
+libso=$(find "$root" -name 'libbraid.so' | head -1)
+soname=$(readelf -d "$libso" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+echo "soname: $soname"
+[[ $soname == libbraid.so.0 ]] || { echo "expected the soname libbraid.so.0, got '$soname'"; exit 1; }
+pcfile=$(find "$root" -name braid.pc | head -1)
+if grep -E '^(Libs.private|Requires|Requires.private):.*/' "$pcfile"; then echo "braid.pc names an absolute path"; exit 1; fi
+grep -q '^Requires: ' "$pcfile" && { echo "braid.pc makes a dependency public (Requires:)"; exit 1; }
+static=$(PKG_CONFIG_SYSROOT_DIR= pkg-config --libs --static braid)
+echo "pkg-config --libs --static braid: $static"
+for tok in $static; do
+  case $tok in
+    -L/usr/local/lib/*|-L/usr/lib/*) ;;  # braid's own libdir, or a system one
+    */*) echo "--static names a path: $tok"; exit 1 ;;
+  esac
+done
+bench=$(find "$root" -type f -name braid-bench | head -1)
+env -u LD_LIBRARY_PATH "$bench" --help >/dev/null || { echo "installed braid-bench does not start without LD_LIBRARY_PATH"; exit 1; }
+echo "installed braid-bench starts without LD_LIBRARY_PATH (rpath $(readelf -d "$bench" | sed -n 's/.*\(RUNPATH\|RPATH\).*\[\(.*\)\]/\2/p'))"
+
 # The C API from plain C99 with the same flags and nothing else.
 cat > "$root/hello_c.c" <<'C'
 #include <braid/braid.h>

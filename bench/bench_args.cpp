@@ -1,5 +1,7 @@
 #include "bench_args.hpp"
 
+#include <braid/version.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,7 +38,8 @@ const char* const kUsage =
     "  --window W              bw: messages in flight per iteration (default 64)\n"
     "  --timeout SECONDS       deadline for every wait, init included (default 300)\n"
     "  --json FILE, --csv FILE also write the figures there (rank 0)\n"
-    "  -h, --help              this text\n"
+    "  -h, --help              show this help\n"
+    "  --version               show braid-bench's version\n"
     "Sizes, counts and bus bandwidth follow nccl-tests: 'size' is the larger of a rank's input and\n"
     "output, algbw = size / time, busbw = algbw x (2(n-1)/n allreduce; (n-1)/n allgather,\n"
     "reducescatter, alltoall, gather, scatter; 1 otherwise). pingpong runs between ranks 0 and 1;\n"
@@ -147,6 +150,10 @@ std::optional<Args> parse_args(int argc, char** argv) {
   std::vector<std::string> v(argv + 1, argv + argc);
   if (std::find(v.begin(), v.end(), "-h") != v.end() || std::find(v.begin(), v.end(), "--help") != v.end()) {
     std::fputs(kUsage, stdout);
+    return std::nullopt;
+  }
+  if (std::find(v.begin(), v.end(), "--version") != v.end()) {
+    std::printf("braid-bench (Braid) %s\n", BRAID_VERSION);
     return std::nullopt;
   }
   if (v.empty() || v[0].starts_with("-"))

@@ -139,8 +139,22 @@ void print_environment() {
 int main(int argc, char** argv) {
   if (argc > 1) {
     const std::string a = argv[1];
-    std::fprintf(stderr, "usage: braid-info\n");
-    return a == "-h" || a == "--help" ? 0 : 2;
+    constexpr const char* kUsage =
+        "usage: braid-info\n"
+        "Prints what this Braid was built with and what it finds here: transports, RDMA devices,\n"
+        "CUDA devices, the algorithms, and the environment variables Braid reads.\n"
+        "  -h, --help          show this help\n"
+        "  --version           show braid-info's version\n";
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (a == "--version") {
+      fmt::print("braid-info (Braid) {}\n", BRAID_VERSION);
+      return 0;
+    }
+    std::fprintf(stderr, "braid-info: unknown argument '%s'\n%s", a.c_str(), kUsage);
+    return 2;
   }
   fmt::print("Braid {}\n", BRAID_VERSION);
   print_build();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/version.hpp"
 #include "algorithms/cost_model.hpp"
 #include "algorithms/plan.hpp"
 #include "algorithms/registry.hpp"
@@ -40,7 +41,9 @@ constexpr const char* kUsage =
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
-    "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n";
+    "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
+    "  -h, --help          show this help\n"
+    "  --version           show braid-sim's version\n";
 
 struct UsageError {
   std::string message;
@@ -106,6 +109,11 @@ std::size_t dtype_size(const std::string& name) {
 
 Options parse_args(int argc, char** argv) {
   Options o;
+  if (argc >= 2 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) throw HelpRequested{};
+  if (argc >= 2 && std::string(argv[1]) == "--version") {
+    fmt::print("braid-sim (Braid) {}\n", BRAID_VERSION);
+    std::exit(0);
+  }
   if (argc < 2) usage_error("missing COLLECTIVE");
   if (!braid::plan::parse_collective(argv[1], &o.coll))
     usage_error(fmt::format("unknown collective '{}'", argv[1]));

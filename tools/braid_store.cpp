@@ -13,6 +13,8 @@
 #include <string>
 
 #include "braid/error.hpp"
+#include "braid/version.hpp"
+#include "braid/version.hpp"
 #include "src/store/store.hpp"
 
 int main(int argc, char** argv) {
@@ -22,9 +24,22 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if ((a == "--port" || a == "-p") && i + 1 < argc) port = std::atoi(argv[++i]);
     else if (a == "--host" && i + 1 < argc) host = argv[++i];
-    else {
-      std::fprintf(stderr, "usage: braid-store --port PORT [--host HOST]\n");
-      return a == "-h" || a == "--help" ? 0 : 2;
+    else if (a == "--version") {
+      std::printf("braid-store (Braid) %s\n", BRAID_VERSION);
+      return 0;
+    } else {
+      constexpr const char* kUsage =
+          "usage: braid-store --port PORT [--host HOST]\n"
+          "Serves a TCP store that jobs rendezvous on (init_method tcp:// or MASTER_ADDR/MASTER_PORT),\n"
+          "outliving any one job.\n"
+          "  -p, --port PORT     the port to listen on (1..65535)\n"
+          "  --host HOST         the address to listen on (default: all)\n"
+          "  -h, --help          show this help\n"
+          "  --version           show braid-store's version\n";
+      const bool help = a == "-h" || a == "--help";
+      if (!help) std::fprintf(stderr, "braid-store: unknown argument '%s'\n", a.c_str());
+      std::fputs(kUsage, help ? stdout : stderr);
+      return help ? 0 : 2;
     }
   }
   if (port <= 0 || port > 65535) {

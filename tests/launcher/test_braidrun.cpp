@@ -255,9 +255,14 @@ TEST_CASE("--version", "[braidrun]") {
 }
 
 TEST_CASE("ranks that ignore SIGTERM are killed after the grace time, and named", "[braidrun]") {
-  // Both ranks ignore TERM (their sleeps inherit that); rank 1 fails, so braidrun sends TERM,
-  // waits its grace time (5 s), then kills the two that are left and says which.
-  Result r = run_sh(3, "trap '' TERM; if [ $RANK = 1 ]; then exit 4; fi; while :; do sleep 0.1; done");
+  // Ranks 0 and 2 ignore TERM (their sleeps inherit that) and say so with a
+  // file; rank 1 then fails, so braidrun sends TERM, waits its grace time
+  // (5 s), then kills the two that are left and names them.
+  TempDir dir;
+  const std::string d = dir.path.string();
+  Result r = run_sh(3, "if [ $RANK = 1 ]; then while [ ! -e " + d + "/ready.0 ] || [ ! -e " + d +
+                           "/ready.2 ]; do sleep 0.05; done; exit 4; fi; trap '' TERM; touch " + d +
+                           "/ready.$RANK; while :; do sleep 0.1; done");
   INFO("stderr:\n" << r.err);
   CHECK(r.exit_code() == 4);
   CHECK(contains(r.err, "braidrun: ranks 0, 2 still running 5s after SIGTERM: sending SIGKILL"));

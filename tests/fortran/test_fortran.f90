@@ -14,6 +14,7 @@ program test_fortran
   integer(int64) :: big(2)
   integer(int8) :: b(2)
   integer(int32), allocatable :: gathered(:)
+  integer(int32) :: gathered_out(64)
   type(braid_request) :: req
   type(braid_group) :: g
 
@@ -72,6 +73,48 @@ program test_fortran
     k = me * 100
     call braid_send(k, 0, tag=3)
   end if
+
+  ! gather to rank 1, scatter from rank 2, reduce_scatter, all_to_all
+  deallocate (gathered)
+  allocate (gathered(2 * n))
+  call braid_gather([me, me + 100], gathered, 1)
+  if (me == 1) call check(gathered(2 * n - 1) == n - 1 .and. gathered(2) == 100, "gather")
+  gathered = [(i, i = 1, 2 * n)]
+  k = -1
+  call braid_scatter(gathered, k(1:2), 2)
+  call check(k(1) == 2 * me + 1 .and. k(2) == 2 * me + 2, "scatter")
+  gathered = 1
+  call braid_reduce_scatter(gathered, k(1:2), BRAID_SUM)
+  call check(all(k(1:2) == n), "reduce_scatter")
+  gathered = [(me * 10 + (i - 1) / 2, i = 1, 2 * n)]
+  call braid_all_to_all(gathered, gathered_out(1:2 * n))
+  call check(gathered_out(1) == 10 * 0 + me .and. gathered_out(2 * n) == 10 * (n - 1) + me, "all_to_all")
+
+  ! sendrecv around the ring, wait_any, test, split
+  k = me
+  kout = -1
+  call braid_sendrecv(k, mod(me + 1, n), kout, mod(me + n - 1, n), tag=8, source=src)
+  call check(kout(1) == mod(me + n - 1, n) .and. src == mod(me + n - 1, n), "sendrecv")
+  block
+    type(braid_request) :: rs(2)
+    integer :: which
+    logical :: done
+    integer(int32) :: x(1), y(1)
+    call braid_recv(x, mod(me + n - 1, n), tag=21, request=rs(1))
+    call braid_recv(y, mod(me + 1, n), tag=22, request=rs(2))
+    call braid_send([me], mod(me + 1, n), tag=21)
+    call braid_send([me], mod(me + n - 1, n), tag=22)
+    call braid_wait_any(rs, which)
+    call check(which == 1 .or. which == 2, "wait_any index")
+    done = .false.
+    do while (.not. done)
+      call braid_test(rs(3 - which), done)
+    end do
+    call check(x(1) == mod(me + n - 1, n) .and. y(1) == mod(me + 1, n), "wait_any and test")
+  end block
+  call braid_group_split(mod(me, 2), -me, g)
+  call check(braid_group_size(g) == (n + 1 - mod(me, 2)) / 2, "group_split size")
+  call braid_group_free(g)
 
   ! a subgroup of ranks 0 and 1
   call braid_group_new([1, 0], g)

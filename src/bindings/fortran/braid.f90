@@ -44,6 +44,9 @@ module braid
   public :: braid_group_new, braid_group_free, braid_group_rank, braid_group_size
   public :: braid_wait, braid_barrier
   public :: braid_broadcast, braid_all_reduce, braid_reduce, braid_all_gather, braid_send, braid_recv
+  public :: braid_gather, braid_scatter, braid_reduce_scatter, braid_all_to_all, braid_sendrecv
+  public :: braid_group_split, braid_wait_any, braid_test
+  integer, parameter, public :: BRAID_NO_COLOR = -1
 
   interface
     integer(c_int) function c_init(init_method, rank, world_size) bind(C, name="braid_init")
@@ -127,6 +130,57 @@ module braid
       type(c_ptr), value :: buf, group, source, request
       integer(c_int64_t), value :: count, tag
       integer(c_int), value :: dtype, src
+    end function
+    integer(c_int) function c_gather(sendbuf, recvbuf, count, dtype, root, group, request) bind(C, name="braid_gather")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, request
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: dtype, root
+    end function
+    integer(c_int) function c_scatter(sendbuf, recvbuf, count, dtype, root, group, request) &
+        bind(C, name="braid_scatter")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, request
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: dtype, root
+    end function
+    integer(c_int) function c_reduce_scatter(sendbuf, recvbuf, count, dtype, op, group, request) &
+        bind(C, name="braid_reduce_scatter")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, request
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: dtype, op
+    end function
+    integer(c_int) function c_all_to_all(sendbuf, recvbuf, count, dtype, group, request) &
+        bind(C, name="braid_all_to_all")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, request
+      integer(c_int64_t), value :: count
+      integer(c_int), value :: dtype
+    end function
+    integer(c_int) function c_sendrecv(sendbuf, sendcount, dst, recvbuf, recvcount, src, dtype, tag, group, source, &
+                                       request) bind(C, name="braid_sendrecv")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, source, request
+      integer(c_int64_t), value :: sendcount, recvcount, tag
+      integer(c_int), value :: dst, src, dtype
+    end function
+    integer(c_int) function c_group_split(parent, color, key, group) bind(C, name="braid_group_split")
+      import :: c_int, c_ptr
+      type(c_ptr), value :: parent
+      integer(c_int), value :: color, key
+      type(c_ptr), intent(out) :: group
+    end function
+    integer(c_int) function c_wait_any(requests, n, index) bind(C, name="braid_wait_any")
+      import :: c_int, c_ptr
+      type(c_ptr), intent(inout) :: requests(*)
+      integer(c_int), value :: n
+      integer(c_int), intent(out) :: index
+    end function
+    integer(c_int) function c_test(request, done) bind(C, name="braid_test")
+      import :: c_int, c_ptr
+      type(c_ptr), intent(inout) :: request
+      integer(c_int), intent(out) :: done
     end function
     function c_strlen(s) bind(C, name="strlen")
       import :: c_ptr, c_size_t
@@ -242,6 +296,47 @@ contains
     integer, intent(out), optional :: ierr
     call settle(c_wait(request%handle), "braid_wait", ierr)
     request%handle = c_null_ptr
+  end subroutine
+
+  ! Splits parent (the world when absent) by colour: every member calls it;
+  ! BRAID_NO_COLOR gives a group this rank is outside of (rank -1).
+  subroutine braid_group_split(color, key, group, parent, ierr)
+    integer, intent(in) :: color, key
+    type(braid_group), intent(out) :: group
+    type(braid_group), intent(in), optional :: parent
+    integer, intent(out), optional :: ierr
+    call settle(c_group_split(group_ptr(parent), int(color, c_int), int(key, c_int), group%handle), &
+                "braid_group_split", ierr)
+  end subroutine
+
+  ! Waits until one of the requests completes; `index` (1-based) says which,
+  ! and that request is released (its handle cleared).
+  subroutine braid_wait_any(requests, index, ierr)
+    type(braid_request), intent(inout) :: requests(:)
+    integer, intent(out) :: index
+    integer, intent(out), optional :: ierr
+    type(c_ptr) :: handles(size(requests))
+    integer(c_int) :: i0
+    integer :: i
+    do i = 1, size(requests)
+      handles(i) = requests(i)%handle
+    end do
+    call settle(c_wait_any(handles, int(size(requests), c_int), i0), "braid_wait_any", ierr)
+    do i = 1, size(requests)
+      requests(i)%handle = handles(i)
+    end do
+    index = int(i0) + 1
+  end subroutine
+
+  ! Non-blocking: done is .true. once the op finished (the request is then
+  ! released).
+  subroutine braid_test(request, done, ierr)
+    type(braid_request), intent(inout) :: request
+    logical, intent(out) :: done
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: d
+    call settle(c_test(request%handle, d), "braid_test", ierr)
+    done = d /= 0
   end subroutine
 
   subroutine braid_barrier(group, request, ierr)
@@ -408,6 +503,110 @@ contains
       call settle(c_recv(p, count_of(buf, count), dt, int(src, c_int), t, group_ptr(group), c_loc(from), &
                          c_null_ptr), "braid_recv", ierr)
     end if
+    if (present(source)) source = int(from)
+  end subroutine
+
+
+  ! recvbuf (group-size blocks of count) matters on root only.
+  subroutine braid_gather(sendbuf, recvbuf, root, count, group, request, ierr)
+    class(*), intent(in), target, contiguous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    integer, intent(in) :: root
+    integer, intent(in), optional :: count
+    type(braid_group), intent(in), optional :: group
+    type(braid_request), intent(out), optional, target :: request
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt, dt2
+    type(c_ptr) :: ps, pr
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+    call settle(c_gather(ps, pr, count_of(sendbuf, count), dt, int(root, c_int), group_ptr(group), &
+                         req_ptr(request)), "braid_gather", ierr)
+  end subroutine
+
+  ! sendbuf (group-size blocks of count, count defaulting to recvbuf's size)
+  ! matters on root only.
+  subroutine braid_scatter(sendbuf, recvbuf, root, count, group, request, ierr)
+    class(*), intent(in), target, contiguous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    integer, intent(in) :: root
+    integer, intent(in), optional :: count
+    type(braid_group), intent(in), optional :: group
+    type(braid_request), intent(out), optional, target :: request
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt, dt2
+    type(c_ptr) :: ps, pr
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+    call settle(c_scatter(ps, pr, count_of(recvbuf, count), dt, int(root, c_int), group_ptr(group), &
+                          req_ptr(request)), "braid_scatter", ierr)
+  end subroutine
+
+  ! sendbuf holds group-size blocks of count (default: recvbuf's size);
+  ! recvbuf gets this rank's block reduced.
+  subroutine braid_reduce_scatter(sendbuf, recvbuf, op, count, group, request, ierr)
+    class(*), intent(in), target, contiguous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    integer, intent(in) :: op
+    integer, intent(in), optional :: count
+    type(braid_group), intent(in), optional :: group
+    type(braid_request), intent(out), optional, target :: request
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt, dt2
+    type(c_ptr) :: ps, pr
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+    call settle(c_reduce_scatter(ps, pr, count_of(recvbuf, count), dt, int(op, c_int), group_ptr(group), &
+                                 req_ptr(request)), "braid_reduce_scatter", ierr)
+  end subroutine
+
+  ! count elements to and from each group rank (default: sendbuf's size over
+  ! the group size).
+  subroutine braid_all_to_all(sendbuf, recvbuf, count, group, request, ierr)
+    class(*), intent(in), target, contiguous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    integer, intent(in), optional :: count
+    type(braid_group), intent(in), optional :: group
+    type(braid_request), intent(out), optional, target :: request
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt, dt2
+    type(c_ptr) :: ps, pr
+    integer(c_int64_t) :: per
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+    if (present(count)) then
+      per = int(count, c_int64_t)
+    else
+      per = size(sendbuf, kind=c_int64_t) / max(1, int(c_group_size(group_ptr(group))))
+    end if
+    call settle(c_all_to_all(ps, pr, per, dt, group_ptr(group), req_ptr(request)), "braid_all_to_all", ierr)
+  end subroutine
+
+  ! Sends sendbuf to dst while receiving recvbuf from src (MPI_Sendrecv).
+  subroutine braid_sendrecv(sendbuf, dst, recvbuf, src, tag, group, source, ierr)
+    class(*), intent(in), target, contiguous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    integer, intent(in) :: dst, src
+    integer, intent(in), optional :: tag
+    type(braid_group), intent(in), optional :: group
+    integer, intent(out), optional :: source
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt, dt2
+    type(c_ptr) :: ps, pr
+    integer(c_int64_t) :: t
+    integer(c_int), target :: from
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+    t = 0
+    if (present(tag)) t = int(tag, c_int64_t)
+    from = -1
+    call settle(c_sendrecv(ps, size(sendbuf, kind=c_int64_t), int(dst, c_int), pr, size(recvbuf, kind=c_int64_t), &
+                           int(src, c_int), dt, t, group_ptr(group), c_loc(from), c_null_ptr), "braid_sendrecv", ierr)
     if (present(source)) source = int(from)
   end subroutine
 

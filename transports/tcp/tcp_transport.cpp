@@ -1,5 +1,7 @@
 #include "transports/tcp/tcp_transport.hpp"
 
+#include "transports/dial.hpp"
+
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
@@ -62,18 +64,9 @@ std::optional<net::SockAddr> parse_address(const std::string& address) {
 }  // namespace
 
 ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
-  const auto sa = parse_address(peer.address);
-  if (!sa) return ConnectResult::unavailable(fmt::format("malformed TCP address '{}'", peer.address));
-  Fd fd = net::connect_once(*sa, deadline);
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ECONNREFUSED || err == ECONNRESET)
-      return ConnectResult::refused(fmt::format(
-          "its listener at {} refused the connection (the process exited or was killed)", peer.address));
-    throw Error(ErrorCode::Timeout,
-                fmt::format("could not connect to rank {} at {}: {}", peer.rank, peer.address, errno_text(err)),
-                peer.rank);
-  }
+  Dialing d = dial_listener(peer, "listener", deadline);
+  if (d.failed) return std::move(*d.failed);
+  Fd fd = std::move(d.fd);
   const auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
                                        0, static_cast<std::uint64_t>(cfg_.rank),
                                        static_cast<std::uint64_t>(cfg_.world_size));

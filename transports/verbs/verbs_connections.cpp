@@ -11,6 +11,7 @@
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/socket.hpp"
+#include "transports/dial.hpp"
 #include "transports/verbs/verbs_conn.hpp"
 
 namespace braid {
@@ -69,22 +70,11 @@ bool VerbsTransport::reaches(const PeerInfo& peer, std::string* why) const {
 ConnectResult VerbsTransport::connect(const PeerInfo& peer, Deadline deadline) {
   if (peer.address.empty() || peer.address == "-")
     return ConnectResult::unavailable(fmt::format("rank {} has no usable RDMA device", peer.rank));
-  const auto colon = peer.address.rfind(':');
-  if (colon == std::string::npos)
-    return ConnectResult::unavailable(fmt::format("malformed verbs address '{}'", peer.address));
   DialedConn c(new Conn(*this, peer.rank, true));
   setup_qp(*c);
-  const net::SockAddr sa = net::resolve(peer.address.substr(0, colon), std::atoi(peer.address.c_str() + colon + 1));
-  Fd fd = net::connect_once(sa, deadline);
-  if (!fd.valid()) {
-    const int err = errno;
-    if (err == ECONNREFUSED || err == ECONNRESET)
-      return ConnectResult::refused(fmt::format(
-          "its verbs listener at {} refused the connection (the process exited or was killed)", peer.address));
-    throw Error(ErrorCode::Timeout,
-                fmt::format("could not connect to rank {} at {}: {}", peer.rank, peer.address, errno_text(err)),
-                peer.rank);
-  }
+  Dialing d = dial_listener(peer, "verbs listener", deadline);
+  if (d.failed) return std::move(*d.failed);
+  Fd fd = std::move(d.fd);
   net::set_nodelay(fd.get());
   verbs::HelloFields f;
   f.job_id = cfg_.job_id;

@@ -382,6 +382,17 @@ contains
     end select
   end subroutine
 
+  ! Both buffers of an op: the dtype is -1 when their kinds differ.
+  subroutine describe_pair(sendbuf, recvbuf, dt, ps, pr)
+    class(*), intent(in), target, contiguous :: sendbuf(:), recvbuf(:)
+    integer(c_int), intent(out) :: dt
+    type(c_ptr), intent(out) :: ps, pr
+    integer(c_int) :: dt2
+    call describe(sendbuf, dt, ps)
+    call describe(recvbuf, dt2, pr)
+    if (dt2 /= dt) dt = -1
+  end subroutine
+
   ! The element count: `count` if given, else the array's size.
   integer(c_int64_t) function count_of(x, count)
     class(*), intent(in) :: x(:)
@@ -416,11 +427,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_all_reduce(ps, pr, count_of(sendbuf, count), dt, int(op, c_int), group_ptr(group), &
                              req_ptr(request)), "braid_all_reduce", ierr)
   end subroutine
@@ -433,11 +442,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_reduce(ps, pr, count_of(sendbuf, count), dt, int(op, c_int), int(root, c_int), &
                          group_ptr(group), req_ptr(request)), "braid_reduce", ierr)
   end subroutine
@@ -451,11 +458,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_all_gather(ps, pr, count_of(sendbuf, count), dt, group_ptr(group), req_ptr(request)), &
                 "braid_all_gather", ierr)
   end subroutine
@@ -516,11 +521,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_gather(ps, pr, count_of(sendbuf, count), dt, int(root, c_int), group_ptr(group), &
                          req_ptr(request)), "braid_gather", ierr)
   end subroutine
@@ -535,11 +538,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_scatter(ps, pr, count_of(recvbuf, count), dt, int(root, c_int), group_ptr(group), &
                           req_ptr(request)), "braid_scatter", ierr)
   end subroutine
@@ -554,11 +555,9 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     call settle(c_reduce_scatter(ps, pr, count_of(recvbuf, count), dt, int(op, c_int), group_ptr(group), &
                                  req_ptr(request)), "braid_reduce_scatter", ierr)
   end subroutine
@@ -572,12 +571,10 @@ contains
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
     integer(c_int64_t) :: per
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     if (present(count)) then
       per = int(count, c_int64_t)
     else
@@ -595,13 +592,11 @@ contains
     type(braid_group), intent(in), optional :: group
     integer, intent(out), optional :: source
     integer, intent(out), optional :: ierr
-    integer(c_int) :: dt, dt2
+    integer(c_int) :: dt
     type(c_ptr) :: ps, pr
     integer(c_int64_t) :: t
     integer(c_int), target :: from
-    call describe(sendbuf, dt, ps)
-    call describe(recvbuf, dt2, pr)
-    if (dt2 /= dt) dt = -1
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
     t = 0
     if (present(tag)) t = int(tag, c_int64_t)
     from = -1

@@ -136,7 +136,9 @@ void init_process_group(const InitOptions& o) {
     const int p = parse_int(*port, "MASTER_PORT", 1, 65535);
     store_host = *addr;
     // Rank 0 hosts the store unless one already serves the port (braid-store).
-    if (rank == 0 && !c->server) c->server = host_store("", p);
+    // On MASTER_ADDR's interface only: the store is unauthenticated, and
+    // every interface would open it to every network the host is on.
+    if (rank == 0 && !c->server) c->server = host_store(*addr, p);
     base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
   } else if (m.rfind("tcp://", 0) == 0) {
     const Endpoint ep = parse_host_port(m.substr(6), m);

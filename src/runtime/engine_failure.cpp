@@ -13,6 +13,24 @@
 
 namespace braid {
 
+namespace {
+// The abort record is "<rank>\n" (-1: no single rank). Anyone who can write
+// to the store can write it, so it is parsed strictly: a rank of this job,
+// or nothing.
+std::optional<int> abort_rank(const std::string& v, int world_size) {
+  const auto end = v.find('\n');
+  const std::string digits = v.substr(0, end);
+  if (digits.empty() || digits.size() > 9) return std::nullopt;
+  std::size_t i = digits[0] == '-' ? 1 : 0;
+  if (i == digits.size()) return std::nullopt;
+  for (std::size_t j = i; j < digits.size(); ++j)
+    if (digits[j] < '0' || digits[j] > '9') return std::nullopt;
+  const int r = std::stoi(digits);
+  if (r < -1 || r >= world_size) return std::nullopt;
+  return r;
+}
+}  // namespace
+
 void Engine::fail_all_locked(const std::exception_ptr& e) {
   matcher_.for_each_posted([&](Request& r) { complete(r, e); });
   for (auto& u : matcher_.unexpected()) {
@@ -36,7 +54,7 @@ void Engine::abort_locked(int peer, const std::string& reason, bool publish) {
   publish_abort_ = publish;
   // Fail first: dropping the peer's connections forgets what they held.
   fail_all_locked(abort_error_);
-  if (peer >= 0 && peer != cfg_.rank)
+  if (peer >= 0 && peer < cfg_.world_size && peer != cfg_.rank)
     for (Transport* t : all_) t->drop_peer(peer);
   cv_.notify_all();
   if (token_) kick();
@@ -129,7 +147,12 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     abort_locked(0, fmt::format("the store became unreachable ({}); rank 0 hosts it", store_error), false);
   } else if (seen) {
     const std::string v = store::to_string(*seen);
-    abort_locked(std::atoi(v.c_str()), "reported by another rank", false);
+    if (auto r = abort_rank(v, cfg_.world_size))
+      abort_locked(*r, "reported by another rank", false);
+    else
+      abort_locked(-1, fmt::format("the store's abort record is malformed ('{}', expected a rank of this job of {}): "
+                                   "something other than this job's ranks wrote it", v.substr(0, 40), cfg_.world_size),
+                   false);
   } else if (dead >= 0) {
     abort_locked(dead, "its process is gone (exited or killed)", true);
   }
@@ -158,7 +181,7 @@ void Engine::publish_abort(std::unique_lock<std::mutex>& lk) {
              first.substr(0, first.find('\n')));
   // Another rank published first: its rank is the root cause (the one we saw
   // may only have exited after it). Errors not yet thrown name the root.
-  const int root = first.empty() ? -1 : std::atoi(first.c_str());
+  const int root = abort_rank(first, cfg_.world_size).value_or(-1);
   if (!first.empty() && first != value && root >= 0 && root != abort_peer_) {
     const int seen = abort_peer_;
     superseded_ = abort_error_;

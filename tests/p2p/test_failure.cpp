@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "src/runtime/context.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -102,6 +104,42 @@ TEST_CASE("a rank killed before it ever connected is detected", "[failure]") {
   });
   INFO(describe(res));
   REQUIRE(res[0].ok());
+}
+
+TEST_CASE("an abort record a stranger wrote cannot crash a rank", "[failure]") {
+  // Anyone who reaches the store can write its abort record. A rank number
+  // past the job's (which once indexed the shm transport's peers) or junk
+  // must end the job with an error saying so, never a crash.
+  for (const char* record : {"1000\n", "-7\n", "banana", "2147483647999\n"}) {
+    auto res = run_ranks(2, [record](int rank, int) {
+      init_env();
+      int x = rank;
+      braid::all_reduce(braid::tensor(&x, 1));  // both connected, over the backend under test
+      braid::barrier();
+      if (rank == 0) braid::context().store->set("abort", braid::store::to_bytes(std::string(record)));
+      // Each rank's watchdog reads it within about a second while it waits.
+      // The first rank to fail leaves, so the other may learn that first:
+      // it then exits 3, and at least one rank must have read the record.
+      try {
+        braid::recv(braid::tensor(&x, 1), 1 - rank, {.timeout = std::chrono::seconds(20)});
+        RANK_CHECK_MSG(false, "the receive succeeded");
+      } catch (const braid::Error& e) {
+        RANK_CHECK(e.code() == ErrorCode::PeerFailure);
+        const std::string what = e.what();
+        if (what.find("left the job") != std::string::npos) std::_Exit(3);
+        RANK_CHECK_MSG(what.find("abort record is malformed") != std::string::npos, what);
+        RANK_CHECK(e.peer() == -1);
+      }
+    });
+    INFO("record '" << record << "': " << describe(res));
+    int read_it = 0;
+    for (const auto& r : res) {
+      REQUIRE(r.exited);
+      REQUIRE((r.code == 0 || r.code == 3));
+      read_it += r.code == 0;
+    }
+    REQUIRE(read_it >= 1);
+  }
 }
 
 TEST_CASE("a rank that leaves cleanly is not mistaken for a crash", "[failure]") {

@@ -12,7 +12,6 @@
 #include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
-#include "src/common/socket.hpp"
 #include "src/runtime/cpu_sets.hpp"
 #include "src/runtime/peers.hpp"
 
@@ -21,13 +20,14 @@ namespace braid {
 namespace {
 // Longest single sleep: bounds how late a waiter notices its deadline.
 constexpr int kSliceMs = 100;
-// Spinning on shared-memory rings costs no system call; epoll_wait(0) does,
-// so spinning rounds look at the sockets only every few rounds.
+// Polling the transports that poll without a system call (cheap_poll) costs
+// nothing next to epoll_wait(0), so spinning rounds look at the file
+// descriptors only every few rounds.
 constexpr int kFdPollEvery = 8;
 
 // How long a waiter polls before it sleeps in the kernel: BRAID_SPIN_US, or
-// 50 us, long enough to catch a reply over loopback or shared memory without
-// a wake-up -- but 0 when this host's ranks share CPUs (cpu_sets.hpp): then
+// 50 us, long enough to catch a reply from a peer on this host without a
+// wake-up -- but 0 when this host's ranks share CPUs (cpu_sets.hpp): then
 // the peer we wait for needs our core, and polling only delays it (measured:
 // 8-byte all_reduce at 4 ranks on 2 cores, 238 us polling, 29 us not).
 long spin_us_from_env() {
@@ -125,7 +125,7 @@ void Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   for (Transport* t : all_) busy |= t->poll();
   if (busy) timeout_ms = 0;
   // Transports that are not fd-driven arrange a wake-up through one before
-  // we sleep (a doorbell flag in shared memory, an armed completion queue).
+  // we sleep (prepare_sleep: a flag the peer checks, an armed queue).
   const bool sleeping = timeout_ms != 0;
   if (sleeping)
     for (Transport* t : all_)

@@ -4,15 +4,16 @@
 // thread that waits drives progress itself. One "progress token" lets one
 // waiter at a time sit in epoll_wait() (without the mutex) and handle what
 // arrived (with the mutex); other waiters sleep on a condition variable and
-// are woken after each round. A small send is written on the caller's thread
-// straight into the socket. Async ops (isend/irecv, async collectives) are
+// are woken after each round. A small send is handed to its transport on the
+// caller's thread, which writes it at once where it can. Async ops (isend/irecv, async collectives) are
 // driven by a background thread that only runs while async work is pending.
 //
 // Waiting spins briefly (epoll_wait with timeout 0), then sleeps in the
 // kernel: with 8 ranks on 2 cores a spin that never sleeps costs minutes.
 //
-// Failure policy. A dead peer (EOF without goodbye, reset, refused
-// connection, malformed frame) aborts the job: every pending and later op of
+// Failure policy. A dead peer (its transport reports it failed: a connection
+// closed without goodbye, a refused connect, a malformed message) aborts the
+// job: every pending and later op of
 // this process fails with an error naming the dead rank, and the abort is
 // published in the store so that ranks that never talk to the dead one learn
 // it too (every waiter checks the store about once a second).
@@ -106,7 +107,7 @@ class Engine final : public TransportHost {
   // Called once at init.
   void set_local_ranks(int n, int cpus, bool share);
 
-  // --- for the one-sided runtime (shm::Window), which waits without the
+  // --- for the one-sided runner, which waits without the
   // mutex: how long to poll before sleeping, and whether to yield the CPU
   // while polling (ranks outnumber CPUs).
   std::chrono::microseconds spin_time() const { return spin_; }

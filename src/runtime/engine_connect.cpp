@@ -29,7 +29,7 @@ void Engine::ensure_connected(int peer, Deadline deadline) {
     if (abort_error_) throw_aborted(lk);
     if (routed(peer)) return;
   }
-  // Store and socket I/O happen outside the engine mutex: other threads keep
+  // Store and network I/O happen outside the engine mutex: other threads keep
   // making progress while this one dials or maps.
   const PeerRecord rec = read_peer_record(*store_, peer, Millis(deadline.poll_ms()));
   PeerInfo info;

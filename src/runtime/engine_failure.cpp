@@ -107,7 +107,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     return;
   }
   // Peers someone here waits on, that we would not otherwise see die: no
-  // socket from them, no pidfd on them.
+  // transport watches them (Transport::watching).
   std::vector<int> probe;
   for (int p = 0; p < cfg_.world_size; ++p)
     if (awaited_[static_cast<std::size_t>(p)] > 0 && p != cfg_.rank && !left_[static_cast<std::size_t>(p)] &&

@@ -87,8 +87,11 @@ struct TcpStore::Impl {
     }
     // The server refused the request (add() on a non-integer); the
     // connection is still in step.
-    if (r.status == Status::Error)
-      fail(ErrorCode::InvalidArgument, "{}", to_string(r.fields[0]));
+    if (r.status == Status::Error) {
+      const std::string why = to_string(r.fields[0]);
+      // "store full": its bounds, not the caller's argument.
+      fail(why.rfind("store full", 0) == 0 ? ErrorCode::Store : ErrorCode::InvalidArgument, "{}", why);
+    }
     return r;
   }
 };

@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/socket.hpp"
@@ -67,8 +68,14 @@ struct TcpStoreServer::Impl {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 
+  // Bounds (BRAID_STORE_MAX_*, read when the server starts): what one
+  // client, or a stranger, can make the store hold.
+  std::size_t max_conns_, max_keys_, max_bytes_;
+
   // Everything below belongs to the server thread.
   std::unordered_map<std::string, Bytes> data_;
+  std::size_t bytes_ = 0;  // keys and values held
+  bool refusing_ = false;  // connections over the cap are being refused (warned once)
   std::unordered_map<std::uint64_t, std::unique_ptr<Conn>> conns_;
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters_;  // key -> parked clients
   std::deque<std::uint64_t> ready_;  // parked clients whose keys may have arrived
@@ -92,9 +99,19 @@ struct TcpStoreServer::Impl {
   void answer_ready();
   void set_interest(Conn& c, std::uint32_t events);
   void close(std::uint64_t id);
+  // Accounts for storing `size` bytes under `key`; false (and an error
+  // reply to c) when that would pass max_keys_ or max_bytes_.
+  bool make_room(Conn& c, const std::string& key, std::size_t size);
 };
 
-TcpStoreServer::Impl::Impl(Fd listener) : listener_(std::move(listener)) {
+TcpStoreServer::Impl::Impl(Fd listener)
+    : listener_(std::move(listener)),
+      max_conns_(static_cast<std::size_t>(
+          env_integer("BRAID_STORE_MAX_CONNECTIONS", 1, 1 << 20, "a count of connections").value_or(4096))),
+      max_keys_(static_cast<std::size_t>(
+          env_integer("BRAID_STORE_MAX_KEYS", 1, 1LL << 32, "a count of keys").value_or(1 << 20))),
+      max_bytes_(static_cast<std::size_t>(
+          env_integer("BRAID_STORE_MAX_BYTES", 1024, 1LL << 40, "a byte count").value_or(1LL << 30))) {
   net::set_nonblocking(listener_.get());
   port_ = net::local_address(listener_.get()).port();
   epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
@@ -156,6 +173,17 @@ void TcpStoreServer::Impl::accept_all() {
       listener_paused_ = true;
       return;
     }
+    if (conns_.size() >= max_conns_) {
+      // Over the cap: refused at once, so a flood of connections cannot
+      // take the server's fds and memory from the job's ranks.
+      ::close(fd);
+      if (!refusing_)
+        BRAID_WARN("store server on port {}: refusing connections beyond {} (BRAID_STORE_MAX_CONNECTIONS)", port_,
+                   max_conns_);
+      refusing_ = true;
+      continue;
+    }
+    refusing_ = false;
     net::set_nodelay(fd);
     auto c = std::make_unique<Conn>();
     c->id = next_id_++;
@@ -276,6 +304,7 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
     case Op::Set: {
       if (f.size() != 2 || !key_ok(f[0]) || !value_ok(f[1])) return false;
       std::string key = wire::field_str(f[0]);
+      if (!make_room(c, key, f[1].size())) return true;
       data_[key] = wire::field_bytes(f[1]);
       notify(key);
       reply(c, Status::Ok, {});
@@ -301,7 +330,9 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
       auto it = data_.find(key);
       try {
         std::int64_t v = added_value(key, it == data_.end() ? nullptr : &it->second, *delta);
-        data_[key] = decimal(v);
+        Bytes value = decimal(v);
+        if (!make_room(c, key, value.size())) return true;
+        data_[key] = std::move(value);
         notify(key);
         reply(c, Status::Ok, {wire::field(wire::i64_bytes(v))});
       } catch (const Error& e) {
@@ -320,9 +351,11 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
           reply(c, Status::Ok, {f[1]});
           return true;
         }
+        if (!make_room(c, key, f[2].size())) return true;
         it = data_.emplace(key, wire::field_bytes(f[2])).first;
         notify(key);
       } else if (std::equal(it->second.begin(), it->second.end(), f[1].begin(), f[1].end())) {
+        if (!make_room(c, key, f[2].size())) return true;
         it->second = wire::field_bytes(f[2]);
         notify(key);
       }
@@ -331,7 +364,13 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
     }
     case Op::Delete: {
       if (f.size() != 1 || !key_ok(f[0])) return false;
-      const std::uint8_t existed = data_.erase(wire::field_str(f[0])) ? 1 : 0;
+      const std::string key = wire::field_str(f[0]);
+      auto it = data_.find(key);
+      const std::uint8_t existed = it != data_.end() ? 1 : 0;
+      if (existed) {
+        bytes_ -= key.size() + it->second.size();
+        data_.erase(it);
+      }
       reply(c, Status::Ok, {Field(&existed, 1)});
       return true;
     }
@@ -356,6 +395,25 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
     }
   }
   return false;  // unknown op
+}
+
+bool TcpStoreServer::Impl::make_room(Conn& c, const std::string& key, std::size_t size) {
+  auto it = data_.find(key);
+  const std::size_t old = it == data_.end() ? 0 : key.size() + it->second.size();
+  const std::size_t keys = data_.size() + (it == data_.end() ? 1 : 0);
+  const std::size_t bytes = bytes_ - old + key.size() + size;
+  if (keys > max_keys_ || bytes > max_bytes_) {
+    const std::string why =
+        keys > max_keys_
+            ? fmt::format("store full: {} keys is the most it holds (BRAID_STORE_MAX_KEYS on the rank that hosts it)",
+                          max_keys_)
+            : fmt::format("store full: {} more bytes would pass its {} bytes (BRAID_STORE_MAX_BYTES on the rank that "
+                          "hosts it)", bytes - bytes_, max_bytes_);
+    reply(c, Status::Error, {wire::field(why)});
+    return false;
+  }
+  bytes_ = bytes;
+  return true;
 }
 
 void TcpStoreServer::Impl::reply(Conn& c, Status st, const std::vector<Field>& fields) {

@@ -328,6 +328,42 @@ TEST_CASE("TcpStore carries large values and refuses oversized ones", "[store][t
   CHECK_FALSE(a->check({"huge"}));
 }
 
+TEST_CASE("The store's bounds: keys, bytes and connections", "[store][tcp]") {
+  // Small bounds, read when the server starts.
+  ::setenv("BRAID_STORE_MAX_KEYS", "5", 1);
+  ::setenv("BRAID_STORE_MAX_BYTES", "4096", 1);
+  ::setenv("BRAID_STORE_MAX_CONNECTIONS", "3", 1);
+  TcpFixture fx;
+  ::unsetenv("BRAID_STORE_MAX_KEYS");
+  ::unsetenv("BRAID_STORE_MAX_BYTES");
+  ::unsetenv("BRAID_STORE_MAX_CONNECTIONS");
+  auto a = fx.client();
+  for (int i = 0; i < 5; ++i) a->set("k" + std::to_string(i), to_bytes("v"));
+  auto e = error_of([&] { a->set("k5", to_bytes("v")); });
+  CHECK(e.code() == ErrorCode::Store);
+  CHECK_THAT(e.what(), Catch::Contains("BRAID_STORE_MAX_KEYS"));
+  CHECK(error_of([&] { a->add("counter", 1); }).code() == ErrorCode::Store);
+  a->set("k4", to_bytes("replaced"));  // a key it holds can still change
+  CHECK(to_string(a->get("k4")) == "replaced");
+  CHECK(a->delete_key("k4"));  // and deleting makes room
+  a->set("k5", to_bytes("v"));
+  // Bytes: a value that would pass the total, then one that fits.
+  e = error_of([&] { a->set("k0", Bytes(4090)); });  // 5 keys of 2 + 4 values of 1 already
+  CHECK(e.code() == ErrorCode::Store);
+  CHECK_THAT(e.what(), Catch::Contains("BRAID_STORE_MAX_BYTES"));
+  a->set("k0", Bytes(3000));
+  CHECK(a->get("k0").size() == 3000);
+  // Connections: a holds one; two more fit, the fourth is refused at once.
+  auto b = fx.client(), c = fx.client();
+  b->set("k1", to_bytes("b"));
+  c->set("k2", to_bytes("c"));
+  auto d = fx.client(2s);
+  CHECK(error_of([&] { d->get("k1"); }).code() == ErrorCode::Store);
+  // The store goes on serving the others.
+  CHECK(to_string(b->get("k2")) == "c");
+  CHECK(a->num_keys() == 5);
+}
+
 TEST_CASE("TcpStore stays in step after a timed-out GET or WAIT", "[store][tcp]") {
   TcpFixture fx;
   auto a = fx.client(), b = fx.client();

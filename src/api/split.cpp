@@ -5,6 +5,7 @@
 // from a counter in the store, in a range of its own, and publishes it for
 // the others under the parent's id, its split count and the colour.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -63,7 +64,13 @@ Group split(const Group& parent, int color, int key, const OpOptions& options) {
     id = kSplitIdBase + taken;
     c.store->set(where, store::to_bytes(std::to_string(id)));
   } else {
-    id = std::stoull(store::to_string(c.store->get(where, op_timeout(o))));
+    // Checked before use: anyone who reaches the store could have written it.
+    const std::string v = store::to_string(c.store->get(where, op_timeout(o)));
+    char* end = nullptr;
+    id = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || id < kSplitIdBase || id >= 2 * kSplitIdBase)
+      fail(ErrorCode::Store, "split: the store holds a malformed group id '{}' under {} (expected {}..{})",
+           v.substr(0, 40), where, kSplitIdBase, 2 * kSplitIdBase - 1);
   }
   auto g = make_group(static_cast<std::uint32_t>(id), ranks, c.world_size, c.rank);
   g->owner = p.owner;

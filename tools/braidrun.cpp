@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -67,6 +68,15 @@ constexpr const char* kUsage =
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
     "  -l, --tag-output    prefix each line of a rank's output with \"[R] \"\n"
     "  --no-prefix         pass rank output through unchanged (the default; kept for old scripts)\n"
+    "  --hosts H1:N1,H2:N2 run N1 ranks on host H1, then N2 on H2, ... (-n defaults to the sum);\n"
+    "                      a host named localhost or this host's name runs here, others through\n"
+    "                      the agent\n"
+    "  --hostfile FILE     the same from a file: one host per line, \"HOST\", \"HOST:N\" or\n"
+    "                      \"HOST slots=N\"; '#' starts a comment\n"
+    "  --agent CMD         how to start a rank on another host: CMD HOST env VAR=VALUE...\n"
+    "                      PROGRAM ARGS (default: ssh; \"tools/cluster exec\" for emulated hosts)\n"
+    "  --master-addr ADDR  MASTER_ADDR for the ranks (default: 127.0.0.1 on one host, else the\n"
+    "                      first host's name; rank 0 runs there and hosts the store)\n"
     "  -x VAR[=VALUE]      set VAR for every rank: to VALUE, or to braidrun's own value of VAR\n"
     "                      (ranks inherit braidrun's whole environment anyway; -x also names\n"
     "                      what travels to other hosts)\n"
@@ -135,8 +145,28 @@ struct Options {
   bool prefix = false;
   std::optional<bool> bind;       // unset: bind when the ranks fit the CPUs
   std::vector<std::pair<std::string, std::string>> exports;  // -x VAR[=VALUE]
+  std::vector<std::pair<std::string, int>> hosts;  // --hosts / --hostfile: name, ranks there
+  std::string agent = "ssh";
+  std::string master_addr;  // empty: chosen from the hosts
   std::vector<std::string> argv;  // PROGRAM ARGS...
 };
+
+// "H1:N1,H2" (N defaults to 1) appended to o.hosts.
+void add_hosts(Options& o, std::string_view list, char sep, const char* what) {
+  while (!list.empty()) {
+    const auto end = list.find(sep);
+    std::string_view item = list.substr(0, end);
+    list = end == std::string_view::npos ? std::string_view{} : list.substr(end + 1);
+    if (item.empty()) continue;
+    const auto colon = item.rfind(':');
+    std::string name(item.substr(0, colon));
+    int n = 1;
+    if (colon != std::string_view::npos)
+      n = parse_number(what, item.substr(colon + 1), 1, kMaxRanks, "HOST:N with N in 1..1024");
+    if (name.empty()) usage_error(fmt::format("{}: an empty host name in '{}'", what, item));
+    o.hosts.emplace_back(std::move(name), n);
+  }
+}
 
 Options parse_args(int argc, char** argv) {
   Options o;
@@ -167,6 +197,28 @@ Options parse_args(int argc, char** argv) {
       std::exit(0);
     } else if ((arg == "-l" || arg == "--tag-output") && !has_inline) {
       o.prefix = true;
+    } else if (arg == "--hosts") {
+      add_hosts(o, take_value(), ',', "--hosts");
+    } else if (arg == "--hostfile") {
+      const std::string path(take_value());
+      std::FILE* f = std::fopen(path.c_str(), "r");
+      if (!f) usage_error(fmt::format("--hostfile {}: {}", path, std::strerror(errno)));
+      char line[512];
+      while (std::fgets(line, sizeof line, f)) {
+        std::string l(line);
+        l = l.substr(0, l.find('#'));
+        // "HOST slots=N" is "HOST:N".
+        if (auto sp = l.find(" slots="); sp != std::string::npos) l = l.substr(0, sp) + ":" + l.substr(sp + 7);
+        l.erase(std::remove_if(l.begin(), l.end(), [](char ch) { return std::isspace(static_cast<unsigned char>(ch)); }),
+                l.end());
+        if (!l.empty()) add_hosts(o, l, ',', "--hostfile");
+      }
+      std::fclose(f);
+    } else if (arg == "--agent") {
+      o.agent = std::string(take_value());
+      if (o.agent.empty()) usage_error("--agent needs a command");
+    } else if (arg == "--master-addr") {
+      o.master_addr = std::string(take_value());
     } else if (arg == "-x") {
       const std::string_view v = take_value();
       const auto eq = v.find('=');
@@ -197,6 +249,13 @@ Options parse_args(int argc, char** argv) {
     } else {
       usage_error(fmt::format("unknown option '{}'", argv[i]));
     }
+  }
+  if (!o.hosts.empty()) {
+    int slots = 0;
+    for (const auto& h : o.hosts) slots += h.second;
+    if (o.nranks == 0) o.nranks = std::min(slots, kMaxRanks);
+    if (o.nranks > slots)
+      usage_error(fmt::format("-n {} asks for more ranks than the {} slots of --hosts/--hostfile", o.nranks, slots));
   }
   if (o.nranks == 0) usage_error("-n N is required (number of ranks, 1..1024)");
   if (i >= argc) usage_error("missing PROGRAM to run");
@@ -303,7 +362,10 @@ class Job {
   explicit Job(Options o) : opt_(std::move(o)) {}
 
   int run() {
-    const std::string program = resolve_program(opt_.argv[0]);
+    place_ranks();
+    // A program for other hosts need not exist here: only local ranks' is resolved.
+    const bool any_local = std::any_of(places_.begin(), places_.end(), [](const Place& p) { return !p.remote; });
+    const std::string program = any_local ? resolve_program(opt_.argv[0]) : opt_.argv[0];
     const int port = opt_.port ? opt_.port : pick_free_port();
     // Signals arrive through a signalfd, so poll() is the only place we wait. They are blocked
     // before the first fork so none is lost, and unblocked again in each child.
@@ -320,7 +382,12 @@ class Job {
     // A closed stdout must not kill braidrun while ranks still run; write_all drops output then.
     ::signal(SIGPIPE, SIG_IGN);
 
-    const std::vector<std::vector<int>> cpus_of = rank_cpus(opt_);
+    if (std::any_of(places_.begin(), places_.end(), [](const Place& p) { return p.remote; }))
+      agent_path_ = resolve_program(opt_.agent.substr(0, opt_.agent.find(' ')));
+    std::vector<std::vector<int>> cpus_of = rank_cpus(opt_);
+    // Binding is this host's business: ranks elsewhere run unbound.
+    for (int r = 0; r < opt_.nranks; ++r)
+      if (places_[static_cast<size_t>(r)].remote) cpus_of[static_cast<size_t>(r)].clear();
     for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port, cpus_of[static_cast<size_t>(r)]);
     if (opt_.timeout_s)
       job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -336,11 +403,47 @@ class Job {
   }
 
  private:
+  // Where each rank runs: hosts are filled in order (--hosts h1:2,h2:2: ranks
+  // 0 and 1 on h1, 2 and 3 on h2); without --hosts, all here.
+  struct Place {
+    std::string host;
+    int local_rank = 0, local_size = 1;
+    bool remote = false;
+  };
+  std::vector<Place> places_;
+  std::string master_addr_ = "127.0.0.1";
+  std::string agent_path_;  // the agent's program, resolved (when any rank is remote)
+
+  static bool is_this_host(const std::string& h) {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    return h == "localhost" || h == "127.0.0.1" || h == name;
+  }
+
+  void place_ranks() {
+    places_.assign(static_cast<size_t>(opt_.nranks), Place{});
+    if (opt_.hosts.empty()) {
+      for (int r = 0; r < opt_.nranks; ++r) places_[static_cast<size_t>(r)] = {"", r, opt_.nranks, false};
+    } else {
+      int r = 0;
+      for (const auto& [host, slots] : opt_.hosts) {
+        const int here = std::min(slots, opt_.nranks - r);
+        for (int l = 0; l < here; ++l, ++r) places_[static_cast<size_t>(r)] = {host, l, here, !is_this_host(host)};
+        if (r == opt_.nranks) break;
+      }
+      // Rank 0 hosts the store: its host's name, unless every rank is here.
+      const bool all_here = std::none_of(places_.begin(), places_.end(), [](const Place& p) { return p.remote; });
+      if (!all_here) master_addr_ = places_[0].host;
+    }
+    if (!opt_.master_addr.empty()) master_addr_ = opt_.master_addr;
+  }
+
   std::vector<std::string> rank_env(int rank, int port) const {
+    const Place& at = places_[static_cast<size_t>(rank)];
     const std::pair<const char*, std::string> ours[] = {
-        {"MASTER_ADDR", "127.0.0.1"},         {"MASTER_PORT", std::to_string(port)},
+        {"MASTER_ADDR", master_addr_},        {"MASTER_PORT", std::to_string(port)},
         {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(opt_.nranks)},
-        {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(opt_.nranks)},
+        {"LOCAL_RANK", std::to_string(at.local_rank)}, {"LOCAL_WORLD_SIZE", std::to_string(at.local_size)},
         {"BRAIDRUN", "1"}};
     // braidrun's environment, then -x's variables over it, then ours over both.
     auto overridden = [&](std::string_view key) {
@@ -369,9 +472,36 @@ class Job {
       for (int c : cpus) CPU_SET_S(c, set_size, set);
     }
     std::vector<std::string> env = rank_env(rank, port);
+    std::vector<std::string> words = opt_.argv;
+    std::string exe = program;
+    const Place& at = places_[static_cast<size_t>(rank)];
+    if (at.remote) {
+      // AGENT HOST env VAR=VALUE... PROGRAM ARGS: Braid's variables (ours,
+      // -x's, and every BRAID_* here) travel explicitly; nothing else does.
+      std::vector<std::string> agent_cmd;
+      for (std::string_view a = opt_.agent; !a.empty();) {
+        const auto sp = a.find(' ');
+        if (sp != 0) agent_cmd.emplace_back(a.substr(0, sp));
+        a = sp == std::string_view::npos ? std::string_view{} : a.substr(sp + 1);
+      }
+      words = agent_cmd;
+      words.push_back(at.host);
+      words.push_back("env");
+      for (const auto& kv : env) {
+        const std::string_view key = std::string_view(kv).substr(0, kv.find('='));
+        const bool travels = key.starts_with("BRAID") || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
+                             key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" ||
+                             key == "LOCAL_WORLD_SIZE" ||
+                             std::any_of(opt_.exports.begin(), opt_.exports.end(),
+                                         [&](const auto& x) { return key == x.first; });
+        if (travels) words.push_back(kv);
+      }
+      words.insert(words.end(), opt_.argv.begin(), opt_.argv.end());
+      exe = agent_path_;
+    }
     std::vector<char*> envp, argv;
     for (auto& s : env) envp.push_back(s.data());
-    for (auto& s : opt_.argv) argv.push_back(s.data());
+    for (auto& s : words) argv.push_back(s.data());
     envp.push_back(nullptr);
     argv.push_back(nullptr);
 
@@ -400,8 +530,8 @@ class Job {
       ::signal(SIGPIPE, SIG_DFL);
       // A CPU that cannot be had (taken offline since) leaves the rank unbound, not dead.
       if (set && !cpus.empty()) ::sched_setaffinity(0, set_size, set);
-      ::execve(program.c_str(), argv.data(), envp.data());
-      say("rank {}: cannot execute '{}': {}", rank, program, std::strerror(errno));
+      ::execve(exe.c_str(), argv.data(), envp.data());
+      say("rank {}: cannot execute '{}': {}", rank, exe, std::strerror(errno));
       ::_exit(127);
     }
     if (set) CPU_FREE(set);

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# braidrun across emulated hosts: tools/cluster makes 2 hosts (network
+# namespaces on a bridge), braidrun --hosts H1:2,H2:2 --agent "tools/cluster
+# exec" starts 4 ranks of hello on them. Every rank must finish, ranks of one
+# host must talk shared memory and ranks of two hosts TCP. Skipped (77) where
+# namespaces cannot be made (not root).
+set -uo pipefail
+src="$1"; braidrun="$2"; hello="$3"
+cluster="$src/tools/cluster"
+[[ $(id -u) == 0 ]] || { echo "not root: network namespaces (tools/cluster) need it"; exit 77; }
+command -v ip >/dev/null && command -v unshare >/dev/null || { echo "no ip or unshare here"; exit 77; }
+name="bt$(( $$ % 100000 ))"
+if ! "$cluster" up 2 --name "$name" > /tmp/$name.log 2>&1; then
+  echo "tools/cluster could not make hosts here: $(cat /tmp/$name.log)"; "$cluster" down --name "$name" 2>/dev/null; exit 77
+fi
+trap '"$cluster" down --name "$name"; rm -f /tmp/$name.log /tmp/$name.out' EXIT
+BRAID_DEBUG=INFO "$braidrun" --hosts "${name}1:2,${name}2:2" --agent "$cluster exec" --timeout 120 "$hello" env \
+  > /tmp/$name.out 2>&1
+rc=$?
+cat /tmp/$name.out | grep -v " INFO " | head -20
+[[ $rc == 0 ]] || { echo "braidrun across the hosts failed ($rc)"; cat /tmp/$name.out | tail -30; exit 1; }
+for r in 0 1 2 3; do
+  grep -q "^rank $r of 4 " /tmp/$name.out || { echo "rank $r did not report"; exit 1; }
+done
+grep -q "INFO rank [0-9]*: shm$" /tmp/$name.out || { echo "no shared-memory link between ranks of one host"; exit 1; }
+grep -q "INFO rank [0-9]*: tcp$" /tmp/$name.out || { echo "no TCP link between the hosts"; exit 1; }
+echo "4 ranks on 2 emulated hosts: shared memory inside each, TCP between them"

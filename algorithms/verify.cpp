@@ -1,4 +1,9 @@
 // The symbolic verifier (see verify.hpp for what it proves).
+//
+// Why one file of ~1200 lines: it is one interpreter of the plan IR -- the
+// symbolic buffer state, the step semantics (message and one-sided), the
+// matching of sends to receives and the final check share their data
+// structures; most of its length is the error messages that name the step.
 #include "algorithms/verify.hpp"
 
 #include <fmt/core.h>

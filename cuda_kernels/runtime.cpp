@@ -1,4 +1,6 @@
 // braid::cuda with CUDA: the runtime wrappers and the kernels' host side.
+// (~530 lines: one wrapper per CUDA runtime call the rest of Braid uses;
+// CUDA IPC moved to transports/cuda_ipc.)
 // Compiled by the host compiler against cuda_runtime_api.h; the CUDA runtime
 // (libcudart_static.a) is linked into libbraid, and it loads the driver
 // (libcuda.so.1) itself on first use, so a machine without a driver runs

@@ -2,6 +2,11 @@
 //
 //   braidrun [options] -n N PROGRAM [ARGS...]
 //
+// Why one file of ~700 lines: braidrun must build with nothing but fmt and
+// libc (it starts everything else, so it cannot need the library it
+// launches) and stay one self-contained program to copy to a host; its parts
+// (options, placement, spawning, the output and signal loop) share one Job.
+//
 // Each rank gets MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. When the ranks fit the
 // CPUs braidrun may use, those CPUs are cut into N equal contiguous blocks and rank r is bound to

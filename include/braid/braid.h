@@ -69,6 +69,7 @@ typedef enum {
 
 typedef struct braid_group_s* braid_group_t;
 typedef struct braid_request_s* braid_request_t;
+typedef struct braid_comm_s* braid_comm_t;
 
 #define BRAID_WORLD ((braid_group_t)0)
 #define BRAID_ANY_SOURCE (-2)
@@ -121,6 +122,22 @@ int braid_group_free(braid_group_t group);
 int braid_group_split(braid_group_t parent, int color, int key, braid_group_t* group);
 int braid_group_rank(braid_group_t group); /* -1 if outside, or on error */
 int braid_group_size(braid_group_t group); /* -1 on error */
+
+/* --- communicators: groups made by their members alone --------------------- */
+
+/* A process group of its own, made by just its members over a store they
+ * share (braid::Communicator), beside the default group or without one.
+ * store: "tcp://HOST:PORT" (serve = 1 on the member that hosts it) or
+ * "file:///PATH"; name (NULL: "comm") keeps communicators on one store apart;
+ * timeout_ms 0: 300000. Every member calls it; it returns once all joined. */
+int braid_comm_create(const char* store, int serve, int rank, int size, const char* name, int64_t timeout_ms,
+                      braid_comm_t* comm);
+int braid_comm_free(braid_comm_t comm);
+int braid_comm_rank(braid_comm_t comm); /* -1 on error */
+int braid_comm_size(braid_comm_t comm); /* -1 on error */
+/* Its group, for every op (ranks in ops are then the communicator's,
+ * 0..size-1). Owned by the communicator: do not braid_group_free it. */
+braid_group_t braid_comm_group(braid_comm_t comm);
 
 /* --- requests ------------------------------------------------------------- */
 

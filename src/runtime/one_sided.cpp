@@ -16,6 +16,11 @@
 // (RecvReduce: reduces) out of the box. Data and flag share a line up to 56
 // bytes, so a small message is one cache line crossing cores, with no
 // signal and no descriptor.
+//
+// Why one file of ~750 lines: the runner's turn, wait, data and fast-box
+// steps share one hot loop and its per-call state; it is to be split along the
+// one-sided face (issue 16's remaining item: register, put/get, signal/wait,
+// the call ledger) when that face exists, not before.
 #include <sched.h>
 
 #include <algorithm>

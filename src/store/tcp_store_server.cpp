@@ -1,4 +1,6 @@
 // TcpStoreServer: one thread, one epoll set, non-blocking sockets.
+// (~520 lines: the event loop, the protocol's requests and parking, and the
+// bounds are one state machine over one set of connections.)
 //
 // Each client's requests are served in order. A GET of a missing key or a
 // WAIT on missing keys "parks" its client: the reply is sent when a later

@@ -225,6 +225,32 @@ static void test_group(void) {
   OK(braid_group_free(g));
 }
 
+static void test_comm(int n) {
+  /* A communicator of the ranks 1..n-1 only, over a file store of their own,
+   * beside the default group: its ranks are 0..n-2. */
+  char store[256];
+  const char* port = getenv("MASTER_PORT");
+  snprintf(store, sizeof store, "file:///tmp/braid-c-test-comm-%s", port ? port : "0");
+  if (me >= 1) {
+    braid_comm_t comm = NULL;
+    int32_t v = 1, b = -1;
+    OK(braid_comm_create(store, 0, me - 1, n - 1, "odd-ones", 30000, &comm));
+    CHECK(braid_comm_rank(comm) == me - 1 && braid_comm_size(comm) == n - 1);
+    OK(braid_all_reduce(&v, &v, 1, BRAID_INT32, BRAID_SUM, braid_comm_group(comm), NULL));
+    CHECK(v == n - 1);
+    if (braid_comm_rank(comm) == 0) b = 99;
+    OK(braid_broadcast(&b, 1, BRAID_INT32, 0, braid_comm_group(comm), NULL)); /* the comm's rank 0 */
+    CHECK(b == 99);
+    OK(braid_comm_free(comm));
+  }
+  {
+    braid_comm_t bad = NULL;
+    CHECK(braid_comm_create("udp://x:1", 0, 0, 1, NULL, 0, &bad) == BRAID_ERR_INVALID_ARGUMENT);
+    CHECK(bad == NULL);
+  }
+  OK(braid_barrier(BRAID_WORLD, NULL));
+}
+
 static void test_coalesced(int n) {
   int32_t a[3] = {1, 2, 3};
   double b[2] = {0.5, me};
@@ -282,6 +308,7 @@ int main(void) {
   test_p2p(n);
   test_group();
   test_mpi_style(n);
+  test_comm(n);
   test_coalesced(n);
   test_errors(n);
   OK(braid_finalize());

@@ -2,9 +2,13 @@
 // turns its arguments into Tensors and OpOptions, calls the C++ op, and turns
 // a braid::Error (or anything else) into a status code and this thread's
 // last error message. Nothing throws across the boundary.
+//
+// Why one file of ~600 lines: one short wrapper per C function, all alike and
+// all sharing the helpers at the top; split, each half would need them all.
 #include "braid/braid.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -17,6 +21,11 @@
 
 struct braid_group_s {
   braid::Group group;
+};
+
+struct braid_comm_s {
+  braid::Communicator comm;
+  braid_group_s group;  // its group(), as the ops take it
 };
 
 // An async op: its Work, and where a receive's source goes on completion.
@@ -226,6 +235,70 @@ int braid_group_size(braid_group_t group) {
   if (guarded([&] { r = size_of(group); }) != BRAID_OK) return -1;
   return r;
 }
+
+// --- communicators ---------------------------------------------------------------
+
+int braid_comm_create(const char* store, int serve, int rank, int size, const char* name, int64_t timeout_ms,
+                      braid_comm_t* comm) {
+  return guarded([&] {
+    if (!comm) invalid("braid_comm_create: comm is NULL: expected where to put the communicator");
+    *comm = nullptr;
+    if (!store) invalid("braid_comm_create: store is NULL: expected \"tcp://HOST:PORT\" or \"file:///PATH\"");
+    if (timeout_ms < 0) invalid("braid_comm_create: timeout_ms is negative");
+    const std::string spec = store;
+    const auto timeout = std::chrono::milliseconds(timeout_ms > 0 ? timeout_ms : 300000);
+    std::shared_ptr<braid::store::Store> st;
+    braid::CommunicatorOptions o;
+    o.timeout = timeout;
+    if (name) o.name = name;
+    if (spec.rfind("tcp://", 0) == 0) {
+      const std::string hp = spec.substr(6);
+      const auto colon = hp.rfind(':');
+      if (colon == std::string::npos || colon == 0) invalid("braid_comm_create: '" + spec + "' is not tcp://HOST:PORT");
+      char* end = nullptr;
+      const long port = std::strtol(hp.c_str() + colon + 1, &end, 10);
+      if (*end != '\0' || port < 1 || port > 65535) invalid("braid_comm_create: bad port in '" + spec + "'");
+      o.store_host = hp.substr(0, colon);
+      st = braid::store::tcp_store(o.store_host, static_cast<int>(port), serve != 0, timeout);
+    } else if (spec.rfind("file://", 0) == 0) {
+      st = braid::store::file_store(spec.substr(7), timeout);
+    } else {
+      invalid("braid_comm_create: store '" + spec + "' is neither tcp://HOST:PORT nor file:///PATH");
+    }
+    auto c = std::unique_ptr<braid_comm_s>(new braid_comm_s{braid::Communicator(st, rank, size, o), {}});
+    c->group.group = c->comm.group();
+    *comm = c.release();
+  });
+}
+
+int braid_comm_free(braid_comm_t comm) {
+  return guarded([&] {
+    std::unique_ptr<braid_comm_s> owned(comm);
+    if (owned) owned->comm.destroy();
+  });
+}
+
+int braid_comm_rank(braid_comm_t comm) {
+  int r = -1;
+  if (guarded([&] {
+        if (!comm) invalid("braid_comm_rank: comm is NULL");
+        r = comm->comm.rank();
+      }) != BRAID_OK)
+    return -1;
+  return r;
+}
+
+int braid_comm_size(braid_comm_t comm) {
+  int r = -1;
+  if (guarded([&] {
+        if (!comm) invalid("braid_comm_size: comm is NULL");
+        r = comm->comm.size();
+      }) != BRAID_OK)
+    return -1;
+  return r;
+}
+
+braid_group_t braid_comm_group(braid_comm_t comm) { return comm ? &comm->group : nullptr; }
 
 // --- requests -----------------------------------------------------------------
 

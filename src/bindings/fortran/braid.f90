@@ -1,6 +1,10 @@
 ! The Fortran module `braid`: Braid from Fortran 2008 through iso_c_binding,
 ! over the C API (include/braid/braid.h), as mpi_f08 is over MPI's.
 !
+! Why one file of ~600 lines: a Fortran module is one compilation unit, and
+! each routine must spell out its dummy arguments (Fortran has no templates);
+! the interface block to the C API is half of it.
+!
 ! Conventions (the C API's):
 !   - every routine takes an optional `ierr`. Present: it gets BRAID_OK or
 !     the error's status code, and braid_error_string() the message. Absent:

@@ -68,6 +68,7 @@ if [[ ${1:-} == --inside ]]; then
     case $step in
       info) run_step info info_step ;;
       unit) run_step unit "$BUILD/tests/verbs/test_verbs_unit" ;;
+      transports) BRAID_TEST_REQUIRE_VERBS=1 run_step transports "$BUILD/tests/transports/test_transports" --durations yes ;;
       wire) run_step wire "$BUILD/tests/verbs/test_verbs_wire" --durations yes ;;
       p2p) run_step p2p "$BUILD/tests/p2p/test_p2p" --durations yes ;;
       failure) run_step failure "$BUILD/tests/p2p/test_failure" --durations yes \
@@ -89,7 +90,7 @@ fi
 
 # ---- on the host ------------------------------------------------------------------------
 BUILD=build-verbs
-STEPS="info unit wire auto p2p failure coll2 coll4 coll8"
+STEPS="info unit transports wire auto p2p failure coll2 coll4 coll8"
 TIMEOUT=1800
 MEMORY=3G
 while (($#)); do

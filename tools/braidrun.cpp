@@ -288,9 +288,10 @@ std::vector<int> usable_cpus() {
 }
 
 // Each rank's CPUs under --bind-to block; empty lists when not binding.
-std::vector<std::vector<int>> rank_cpus(const Options& o) {
+// `local` ranks share this host's CPUs (the others run elsewhere).
+std::vector<std::vector<int>> rank_cpus(const Options& o, int local) {
   const std::vector<int> cpus = usable_cpus();
-  const size_t c = cpus.size(), n = static_cast<size_t>(o.nranks);
+  const size_t c = cpus.size(), n = static_cast<size_t>(local);
   const bool bind = o.bind.value_or(c > 0 && n <= c);
   std::vector<std::vector<int>> of(n);
   if (!bind || c == 0) return of;
@@ -389,10 +390,14 @@ class Job {
 
     if (std::any_of(places_.begin(), places_.end(), [](const Place& p) { return p.remote; }))
       agent_path_ = resolve_program(opt_.agent.substr(0, opt_.agent.find(' ')));
-    std::vector<std::vector<int>> cpus_of = rank_cpus(opt_);
-    // Binding is this host's business: ranks elsewhere run unbound.
-    for (int r = 0; r < opt_.nranks; ++r)
-      if (places_[static_cast<size_t>(r)].remote) cpus_of[static_cast<size_t>(r)].clear();
+    // Binding is this host's business: its ranks divide its CPUs among
+    // themselves; ranks elsewhere run unbound.
+    const int local = static_cast<int>(
+        std::count_if(places_.begin(), places_.end(), [](const Place& p) { return !p.remote; }));
+    const std::vector<std::vector<int>> local_cpus = rank_cpus(opt_, local);
+    std::vector<std::vector<int>> cpus_of(static_cast<size_t>(opt_.nranks));
+    for (int r = 0, l = 0; r < opt_.nranks; ++r)
+      if (!places_[static_cast<size_t>(r)].remote) cpus_of[static_cast<size_t>(r)] = local_cpus[static_cast<size_t>(l++)];
     for (int r = 0; r < opt_.nranks; ++r) spawn(r, program, port, cpus_of[static_cast<size_t>(r)]);
     if (opt_.timeout_s)
       job_deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(

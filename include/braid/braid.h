@@ -9,10 +9,12 @@
  *   - `request` NULL: the call blocks until done. Non-NULL: the call returns
  *     at once with *request set; braid_wait() completes and releases it
  *     (braid_test() polls). Buffers must stay valid until then.
- *   - sendbuf == recvbuf: in place (all_reduce, reduce, reduce_scatter's
- *     own block, all_gather's own block).
+ *   - sendbuf == recvbuf: in place (all_reduce, reduce; all_gather and
+ *     reduce_scatter: this rank's own block of the buffer holds its input or
+ *     gets its result).
  *   - `group` BRAID_WORLD (NULL) is the default group. Ranks (root, src,
- *     dst) are global ranks even when a group is given.
+ *     dst) are global ranks even when a group is given; on a communicator's
+ *     group (braid_comm_group) they are the communicator's, 0..size-1.
  *   - counts are 64-bit element counts of `dtype`.
  *   - thread safety as in C++: init, finalize, group creation from one
  *     thread; ops from any.
@@ -136,7 +138,7 @@ int braid_comm_free(braid_comm_t comm);
 int braid_comm_rank(braid_comm_t comm); /* -1 on error */
 int braid_comm_size(braid_comm_t comm); /* -1 on error */
 /* Its group, for every op (ranks in ops are then the communicator's,
- * 0..size-1). Owned by the communicator: do not braid_group_free it. */
+ * 0..size-1). Owned by the communicator: braid_group_free refuses it. */
 braid_group_t braid_comm_group(braid_comm_t comm);
 
 /* --- requests ------------------------------------------------------------- */
@@ -193,7 +195,7 @@ int braid_gather(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_
 int braid_scatter(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_t dtype, int root,
                   braid_group_t group, braid_request_t* request);
 /* sendbuf holds group-size blocks of count; recvbuf gets this rank's block
- * reduced over the group. */
+ * reduced over the group (sendbuf == recvbuf: it lands in this rank's block). */
 int braid_reduce_scatter(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_t dtype, braid_op_t op,
                          braid_group_t group, braid_request_t* request);
 /* Block i of sendbuf (count elements) goes to group rank i; block j of

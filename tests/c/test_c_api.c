@@ -1,7 +1,9 @@
 /* The C API (braid/braid.h) from C99, as one rank of a job: run it with
  * `braidrun -n 4 test_c_api` (meson test c-api). Every collective and
- * point-to-point op, blocking and with a request, on the world and on a
- * subgroup; argument errors that leave the job usable; the error string.
+ * point-to-point op (blocking; all_reduce, point to point, sendrecv and
+ * coalesced also with a request), on the world, a subgroup, a split and a
+ * communicator (rooted ops there use the communicator's ranks); argument
+ * errors that leave the job usable; the error string.
  * Exits 0 when every check held, else 1 after printing each failure. */
 #include <braid/braid.h>
 
@@ -110,12 +112,16 @@ static void test_gathers(int n) {
     OK(braid_all_gather(all, all, 3, BRAID_UINT8, BRAID_WORLD, NULL));
     for (i = 0; i < n; ++i) CHECK(all[3 * i] == 42 && all[3 * i + 2] == 44);
   }
-  /* reduce_scatter: block j of every rank's input is j + rank */
+  /* reduce_scatter: block j of every rank's input is j + rank; then in
+   * place, where the result lands in this rank's own block */
   {
     int32_t in[8], out = -1;
     for (j = 0; j < n; ++j) in[j] = j + me;
     OK(braid_reduce_scatter(in, &out, 1, BRAID_INT32, BRAID_SUM, BRAID_WORLD, NULL));
     CHECK(out == n * me + n * (n - 1) / 2);
+    for (j = 0; j < n; ++j) in[j] = j + me;
+    OK(braid_reduce_scatter(in, in, 1, BRAID_INT32, BRAID_SUM, BRAID_WORLD, NULL));
+    CHECK(in[me] == n * me + n * (n - 1) / 2);
   }
   /* all_to_all: block j sent to j holds 10 * me + j */
   {
@@ -241,6 +247,22 @@ static void test_comm(int n) {
     if (braid_comm_rank(comm) == 0) b = 99;
     OK(braid_broadcast(&b, 1, BRAID_INT32, 0, braid_comm_group(comm), NULL)); /* the comm's rank 0 */
     CHECK(b == 99);
+    {
+      /* Rooted ops take the communicator's ranks: its rank 1 is world rank 2. */
+      const int cn = n - 1, cme = me - 1;
+      int32_t mine = cme + 10, all[8] = {0}, got = -1, sum = -1;
+      int32_t src[8];
+      int i;
+      OK(braid_gather(&mine, cme == 1 ? all : NULL, 1, BRAID_INT32, 1, braid_comm_group(comm), NULL));
+      if (cme == 1)
+        for (i = 0; i < cn; ++i) CHECK(all[i] == i + 10);
+      for (i = 0; i < cn; ++i) src[i] = 100 + i;
+      OK(braid_scatter(cme == 1 ? src : NULL, &got, 1, BRAID_INT32, 1, braid_comm_group(comm), NULL));
+      CHECK(got == 100 + cme);
+      OK(braid_reduce(&mine, cme == 1 ? &sum : NULL, 1, BRAID_INT32, BRAID_SUM, 1, braid_comm_group(comm), NULL));
+      if (cme == 1) CHECK(sum == cn * 10 + cn * (cn - 1) / 2);
+    }
+    CHECK(braid_group_free(braid_comm_group(comm)) == BRAID_ERR_INVALID_ARGUMENT); /* the comm owns it */
     OK(braid_comm_free(comm));
   }
   {

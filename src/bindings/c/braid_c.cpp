@@ -21,6 +21,7 @@
 
 struct braid_group_s {
   braid::Group group;
+  bool owned_by_comm = false;  // a communicator's own group: freed with it
 };
 
 struct braid_comm_s {
@@ -87,6 +88,15 @@ braid::OpOptions options_of(braid_group_t g, braid_request_t* request) {
   o.group = g ? &g->group : nullptr;
   o.async_op = request != nullptr;
   return o;
+}
+
+// This rank as the ops of g number ranks (roots are given that way): the
+// world's rank, or within a communicator's group the communicator's. -1
+// outside g.
+int my_rank_for(braid_group_t g) {
+  if (!g) return braid::get_rank();
+  const int r = g->group.rank();
+  return r < 0 ? -1 : g->group.global_rank(r);
 }
 
 // The group's size (the world's when g is null).
@@ -219,6 +229,10 @@ int braid_group_split(braid_group_t parent, int color, int key, braid_group_t* g
 }
 
 int braid_group_free(braid_group_t group) {
+  if (group && group->owned_by_comm) {
+    t_last_error = "braid_group_free: this group is a communicator's own (braid_comm_group): braid_comm_free frees it";
+    return BRAID_ERR_INVALID_ARGUMENT;
+  }
   delete group;
   return BRAID_OK;
 }
@@ -267,6 +281,7 @@ int braid_comm_create(const char* store, int serve, int rank, int size, const ch
     }
     auto c = std::unique_ptr<braid_comm_s>(new braid_comm_s{braid::Communicator(st, rank, size, o), {}});
     c->group.group = c->comm.group();
+    c->group.owned_by_comm = true;
     *comm = c.release();
   });
 }
@@ -468,7 +483,7 @@ int braid_reduce(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_
     need(sendbuf, count, "sendbuf", "braid_reduce");
     // Off the root the output is never written: without one, the input
     // stands in (the op reduces a private copy there).
-    const bool is_root = braid::get_rank() == root;
+    const bool is_root = my_rank_for(group) == root;
     if (is_root) need(recvbuf, count, "recvbuf (on the root)", "braid_reduce");
     const void* out = recvbuf ? recvbuf : sendbuf;
     finish(braid::reduce(tensor_of(sendbuf, count, dt), tensor_of(out, count, dt), root, rop,
@@ -501,7 +516,7 @@ int braid_gather(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_
   return guarded([&] {
     const auto dt = dtype_of(dtype, "braid_gather");
     need(sendbuf, count, "sendbuf", "braid_gather");
-    const bool is_root = braid::get_rank() == root;
+    const bool is_root = my_rank_for(group) == root;
     std::vector<braid::Tensor> outs;
     if (is_root) {
       need(recvbuf, count, "recvbuf (on the root)", "braid_gather");
@@ -517,7 +532,7 @@ int braid_scatter(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype
   return guarded([&] {
     const auto dt = dtype_of(dtype, "braid_scatter");
     need(recvbuf, count, "recvbuf", "braid_scatter");
-    const bool is_root = braid::get_rank() == root;
+    const bool is_root = my_rank_for(group) == root;
     std::vector<braid::Tensor> ins;
     if (is_root) {
       need(sendbuf, count, "sendbuf (on the root)", "braid_scatter");
@@ -536,7 +551,15 @@ int braid_reduce_scatter(const void* sendbuf, void* recvbuf, int64_t count, brai
     const int n = size_of(group);
     need(sendbuf, count * n, "sendbuf", "braid_reduce_scatter");
     need(recvbuf, count, "recvbuf", "braid_reduce_scatter");
-    finish(braid::reduce_scatter_tensor(tensor_of(recvbuf, count, dt), tensor_of(sendbuf, count * n, dt), rop,
+    // sendbuf == recvbuf: in place, the result lands in this rank's own
+    // block of it (as NCCL's in-place reduce_scatter).
+    void* out = recvbuf;
+    if (sendbuf == recvbuf) {
+      const int me = group ? braid::get_rank(group->group) : braid::get_rank();
+      out = static_cast<char*>(recvbuf) + static_cast<std::size_t>(me) * static_cast<std::size_t>(count) *
+                                              braid::dtype_size(dt);
+    }
+    finish(braid::reduce_scatter_tensor(tensor_of(out, count, dt), tensor_of(sendbuf, count * n, dt), rop,
                                         options_of(group, request)),
            request);
   });

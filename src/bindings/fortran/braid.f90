@@ -18,7 +18,14 @@
 !   - ranks (root, src, dst) are global ranks; `group` is optional (the
 !     default group when absent); `request` optional: absent, the call
 !     blocks; present, it returns at once and braid_wait(request) completes it.
-!   - sendbuf and recvbuf the same array: in place.
+!   - sendbuf and recvbuf the same array: in place (gfortran passes both by
+!     address; the standard frowns on such aliasing, MPI's bindings live with
+!     it too).
+!   - with `request`, C keeps the buffer's address until braid_wait: pass a
+!     whole contiguous array (a strided section would be copied into a
+!     temporary that is gone by then), and give it the ASYNCHRONOUS attribute
+!     in the caller so the compiler does not keep its values in registers
+!     across the wait. The dummies here are ASYNCHRONOUS for the same reason.
 module braid
   use, intrinsic :: iso_c_binding
   implicit none
@@ -362,7 +369,7 @@ contains
   ! The dtype and address of a buffer; stops (or sets ierr) for a type the
   ! C API does not carry.
   subroutine describe(x, dt, p)
-    class(*), intent(in), target, contiguous :: x(:)
+    class(*), intent(in), target, contiguous, asynchronous :: x(:)
     integer(c_int), intent(out) :: dt
     type(c_ptr), intent(out) :: p
     dt = -1
@@ -388,7 +395,7 @@ contains
 
   ! Both buffers of an op: the dtype is -1 when their kinds differ.
   subroutine describe_pair(sendbuf, recvbuf, dt, ps, pr)
-    class(*), intent(in), target, contiguous :: sendbuf(:), recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:), recvbuf(:)
     integer(c_int), intent(out) :: dt
     type(c_ptr), intent(out) :: ps, pr
     integer(c_int) :: dt2
@@ -410,7 +417,7 @@ contains
   ! BRAID_ERR_INVALID_ARGUMENT naming it.
 
   subroutine braid_broadcast(buf, root, count, group, request, ierr)
-    class(*), intent(inout), target, contiguous :: buf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: buf(:)
     integer, intent(in) :: root
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -424,8 +431,8 @@ contains
   end subroutine
 
   subroutine braid_all_reduce(sendbuf, recvbuf, op, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: op
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -439,8 +446,8 @@ contains
   end subroutine
 
   subroutine braid_reduce(sendbuf, recvbuf, op, root, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: op, root
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -456,8 +463,8 @@ contains
   ! count elements from each rank (default: the size of sendbuf); recvbuf
   ! holds group-size blocks in group rank order.
   subroutine braid_all_gather(sendbuf, recvbuf, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
@@ -470,7 +477,7 @@ contains
   end subroutine
 
   subroutine braid_send(buf, dst, tag, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: buf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: buf(:)
     integer, intent(in) :: dst
     integer, intent(in), optional :: tag, count
     type(braid_group), intent(in), optional :: group
@@ -489,7 +496,7 @@ contains
   ! src may be BRAID_ANY_SOURCE; `source` gets the sender's global rank
   ! (blocking receives; with a request it is -1).
   subroutine braid_recv(buf, src, tag, count, group, source, request, ierr)
-    class(*), intent(inout), target, contiguous :: buf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: buf(:)
     integer, intent(in) :: src
     integer, intent(in), optional :: tag, count
     type(braid_group), intent(in), optional :: group
@@ -518,8 +525,8 @@ contains
 
   ! recvbuf (group-size blocks of count) matters on root only.
   subroutine braid_gather(sendbuf, recvbuf, root, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: root
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -535,8 +542,8 @@ contains
   ! sendbuf (group-size blocks of count, count defaulting to recvbuf's size)
   ! matters on root only.
   subroutine braid_scatter(sendbuf, recvbuf, root, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: root
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -552,8 +559,8 @@ contains
   ! sendbuf holds group-size blocks of count (default: recvbuf's size);
   ! recvbuf gets this rank's block reduced.
   subroutine braid_reduce_scatter(sendbuf, recvbuf, op, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: op
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
@@ -569,8 +576,8 @@ contains
   ! count elements to and from each group rank (default: sendbuf's size over
   ! the group size).
   subroutine braid_all_to_all(sendbuf, recvbuf, count, group, request, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in), optional :: count
     type(braid_group), intent(in), optional :: group
     type(braid_request), intent(out), optional, target :: request
@@ -589,8 +596,8 @@ contains
 
   ! Sends sendbuf to dst while receiving recvbuf from src (MPI_Sendrecv).
   subroutine braid_sendrecv(sendbuf, dst, recvbuf, src, tag, group, source, ierr)
-    class(*), intent(in), target, contiguous :: sendbuf(:)
-    class(*), intent(inout), target, contiguous :: recvbuf(:)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
     integer, intent(in) :: dst, src
     integer, intent(in), optional :: tag
     type(braid_group), intent(in), optional :: group

@@ -16,7 +16,11 @@ trap 'rm -rf "$tmp"' EXIT
 [[ $(head -c 8 "$tmp/all.png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]] || { echo "not a PNG"; exit 1; }
 "$plot" "$tmp/run.json" -o "$tmp/bw.svg" --metric busbw --placement in
 grep -q "<svg" "$tmp/bw.svg" || { echo "not an SVG"; exit 1; }
-echo "drew $(stat -c %s "$tmp/all.png") bytes of PNG and $(stat -c %s "$tmp/bw.svg") of SVG"
+# The markdown tables the bench scripts print (bench/torch_vs_gloo.py).
+printf '## 2 ranks: time per call (us)\n| op | size | braid | gloo | speed-up |\n|---|---|---|---|---|\n| all_reduce | 8 B | 7.1 | 304.2 | 42.9x |\n| all_reduce | 1 MiB | 115.5 | 2054.8 | 17.8x |\n' > "$tmp/cmp.md"
+"$plot" "$tmp/cmp.md" -o "$tmp/md.png" --metric time
+[[ -s "$tmp/md.png" ]] || { echo "no picture from a markdown table"; exit 1; }
+echo "drew $(stat -c %s "$tmp/all.png") bytes of PNG and $(stat -c %s "$tmp/bw.svg") of SVG, and a markdown table"
 # Bad input: a usage error (2) and an unreadable file (1), each saying why.
 set +e
 "$plot" "$tmp/run.json" > /dev/null 2> "$tmp/err1"; rc1=$?

@@ -24,4 +24,16 @@ for r in 0 1 2 3; do
 done
 grep -q "INFO rank [0-9]*: shm$" /tmp/$name.out || { echo "no shared-memory link between ranks of one host"; exit 1; }
 grep -q "INFO rank [0-9]*: tcp$" /tmp/$name.out || { echo "no TCP link between the hosts"; exit 1; }
-echo "4 ranks on 2 emulated hosts: shared memory inside each, TCP between them"
+# What travels to another host: with an agent that starts from an empty
+# environment (as ssh would give a fresh login), the ranks see Braid's
+# variables, every BRAID_* and -x's, but not the rest of braidrun's
+# environment, and each its own host name.
+CLUSTER_NOT_PASSED=here BRAID_CLUSTER_ALSO=too "$braidrun" --hosts "${name}1:1,${name}2:1" \
+  --agent "env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin $cluster exec" -x BRAID_CLUSTER_X=carried --timeout 60 \
+  sh -c 'echo "rank=$RANK size=$WORLD_SIZE x=$BRAID_CLUSTER_X not=${CLUSTER_NOT_PASSED:-} braid=${BRAID_CLUSTER_ALSO:-} host=$(hostname)"' \
+  > /tmp/$name.out 2>&1 || { echo "the -x run failed"; cat /tmp/$name.out; exit 1; }
+cat /tmp/$name.out
+grep -q "^rank=0 size=2 x=carried not= braid=too host=${name}1$" /tmp/$name.out &&
+  grep -q "^rank=1 size=2 x=carried not= braid=too host=${name}2$" /tmp/$name.out ||
+  { echo "Braid's variables, -x's or BRAID_* did not travel through the agent"; exit 1; }
+echo "4 ranks on 2 emulated hosts: shared memory inside each, TCP between them; -x travels"

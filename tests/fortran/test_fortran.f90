@@ -90,6 +90,24 @@ program test_fortran
   call braid_all_to_all(gathered, gathered_out(1:2 * n))
   call check(gathered_out(1) == 10 * 0 + me .and. gathered_out(2 * n) == 10 * (n - 1) + me, "all_to_all")
 
+  ! all_to_all_v: rank r sends r+1 elements to each rank
+  block
+    integer(int32), allocatable :: vin(:), vout(:)
+    integer :: sc(n), rc(n), j, pos
+    sc = me + 1
+    rc = [(j, j = 1, n)]
+    allocate (vin(n * (me + 1)), vout(sum(rc)))
+    vin = [((1000 * me + (j - 1) / (me + 1)), j = 1, n * (me + 1))]
+    call braid_all_to_all_v(vin, sc, vout, rc)
+    call braid_all_to_all_v(vin, sc(1:1), vout, rc, ierr=ierr)
+    call check(ierr == BRAID_ERR_INVALID_ARGUMENT, "all_to_all_v with too few counts")
+    pos = 0
+    do j = 1, n
+      call check(all(vout(pos + 1:pos + j) == 1000 * (j - 1) + me), "all_to_all_v block")
+      pos = pos + j
+    end do
+  end block
+
   ! sendrecv around the ring, wait_any, test, split
   k = me
   kout = -1

@@ -56,6 +56,7 @@ module braid
   public :: braid_wait, braid_barrier
   public :: braid_broadcast, braid_all_reduce, braid_reduce, braid_all_gather, braid_send, braid_recv
   public :: braid_gather, braid_scatter, braid_reduce_scatter, braid_all_to_all, braid_sendrecv
+  public :: braid_all_to_all_v
   public :: braid_group_split, braid_wait_any, braid_test
   integer, parameter, public :: BRAID_NO_COLOR = -1
 
@@ -161,6 +162,13 @@ module braid
       type(c_ptr), value :: sendbuf, recvbuf, group, request
       integer(c_int64_t), value :: count
       integer(c_int), value :: dtype, op
+    end function
+    integer(c_int) function c_all_to_all_v(sendbuf, sendcounts, recvbuf, recvcounts, dtype, group, request) &
+        bind(C, name="braid_all_to_all_v")
+      import :: c_int, c_ptr, c_int64_t
+      type(c_ptr), value :: sendbuf, recvbuf, group, request
+      integer(c_int64_t), intent(in) :: sendcounts(*), recvcounts(*)
+      integer(c_int), value :: dtype
     end function
     integer(c_int) function c_all_to_all(sendbuf, recvbuf, count, dtype, group, request) &
         bind(C, name="braid_all_to_all")
@@ -614,6 +622,37 @@ contains
     call settle(c_sendrecv(ps, size(sendbuf, kind=c_int64_t), int(dst, c_int), pr, size(recvbuf, kind=c_int64_t), &
                            int(src, c_int), dt, t, group_ptr(group), c_loc(from), c_null_ptr), "braid_sendrecv", ierr)
     if (present(source)) source = int(from)
+  end subroutine
+
+
+  ! Uneven blocks: sendcounts(i) elements to group rank i-1, recvcounts(j)
+  ! from group rank j-1, each packed in rank order. (Blocking: C reads the
+  ! counts during the call only, but the buffers until braid_wait.)
+  subroutine braid_all_to_all_v(sendbuf, sendcounts, recvbuf, recvcounts, group, request, ierr)
+    class(*), intent(in), target, contiguous, asynchronous :: sendbuf(:)
+    class(*), intent(inout), target, contiguous, asynchronous :: recvbuf(:)
+    integer, intent(in) :: sendcounts(:), recvcounts(:)
+    type(braid_group), intent(in), optional :: group
+    type(braid_request), intent(out), optional, target :: request
+    integer, intent(out), optional :: ierr
+    integer(c_int) :: dt
+    type(c_ptr) :: ps, pr
+    integer(c_int64_t) :: sc(size(sendcounts)), rc(size(recvcounts))
+    integer :: n
+    n = int(c_group_size(group_ptr(group)))
+    if (size(sendcounts) /= n .or. size(recvcounts) /= n) then
+      ! Checked here: C would read one count per group rank.
+      if (present(ierr)) then
+        ierr = BRAID_ERR_INVALID_ARGUMENT
+        return
+      end if
+      write (0, '(a, i0, a)') "braid_all_to_all_v: sendcounts and recvcounts need one entry per group rank (", n, ")"
+      error stop 1
+    end if
+    sc = int(sendcounts, c_int64_t)
+    rc = int(recvcounts, c_int64_t)
+    call describe_pair(sendbuf, recvbuf, dt, ps, pr)
+    call settle(c_all_to_all_v(ps, sc, pr, rc, dt, group_ptr(group), req_ptr(request)), "braid_all_to_all_v", ierr)
   end subroutine
 
 end module braid

@@ -44,6 +44,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -422,6 +423,14 @@ class Job {
   };
   std::vector<Place> places_;
   std::string master_addr_ = "127.0.0.1";
+
+  // What braidrun sets for every rank (rank_env, in this order); they also
+  // travel to other hosts.
+  static constexpr const char* kOurVariables[] = {"MASTER_ADDR", "MASTER_PORT",      "RANK",    "WORLD_SIZE",
+                                                  "LOCAL_RANK",  "LOCAL_WORLD_SIZE", "BRAIDRUN"};
+  static bool is_ours(std::string_view key) {
+    return std::any_of(std::begin(kOurVariables), std::end(kOurVariables), [&](const char* v) { return key == v; });
+  }
   std::string agent_path_;  // the agent's program, resolved (when any rank is remote)
 
   static bool is_this_host(const std::string& h) {
@@ -450,14 +459,14 @@ class Job {
 
   std::vector<std::string> rank_env(int rank, int port) const {
     const Place& at = places_[static_cast<size_t>(rank)];
-    const std::pair<const char*, std::string> ours[] = {
-        {"MASTER_ADDR", master_addr_},        {"MASTER_PORT", std::to_string(port)},
-        {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(opt_.nranks)},
-        {"LOCAL_RANK", std::to_string(at.local_rank)}, {"LOCAL_WORLD_SIZE", std::to_string(at.local_size)},
-        {"BRAIDRUN", "1"}};
+    const std::pair<const char*, std::string> ours[std::size(kOurVariables)] = {
+        {kOurVariables[0], master_addr_},        {kOurVariables[1], std::to_string(port)},
+        {kOurVariables[2], std::to_string(rank)}, {kOurVariables[3], std::to_string(opt_.nranks)},
+        {kOurVariables[4], std::to_string(at.local_rank)}, {kOurVariables[5], std::to_string(at.local_size)},
+        {kOurVariables[6], "1"}};
     // braidrun's environment, then -x's variables over it, then ours over both.
     auto overridden = [&](std::string_view key) {
-      return std::any_of(std::begin(ours), std::end(ours), [&](auto& p) { return key == p.first; }) ||
+      return is_ours(key) ||
              std::any_of(opt_.exports.begin(), opt_.exports.end(), [&](auto& p) { return key == p.first; });
     };
     std::vector<std::string> env;
@@ -466,8 +475,7 @@ class Job {
       if (!overridden(kv.substr(0, kv.find('=')))) env.emplace_back(kv);
     }
     for (auto& [k, v] : opt_.exports)
-      if (std::none_of(std::begin(ours), std::end(ours), [&](auto& p) { return k == p.first; }))
-        env.push_back(fmt::format("{}={}", k, v));
+      if (!is_ours(k)) env.push_back(fmt::format("{}={}", k, v));
     for (auto& [k, v] : ours) env.push_back(fmt::format("{}={}", k, v));
     return env;
   }
@@ -499,9 +507,7 @@ class Job {
       words.push_back("env");
       for (const auto& kv : env) {
         const std::string_view key = std::string_view(kv).substr(0, kv.find('='));
-        const bool travels = key.starts_with("BRAID") || key == "MASTER_ADDR" || key == "MASTER_PORT" ||
-                             key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" ||
-                             key == "LOCAL_WORLD_SIZE" ||
+        const bool travels = key.starts_with("BRAID") || is_ours(key) ||
                              std::any_of(opt_.exports.begin(), opt_.exports.end(),
                                          [&](const auto& x) { return key == x.first; });
         if (travels) words.push_back(kv);

@@ -6,20 +6,23 @@
 #include <fmt/core.h>
 
 #include "src/common/errors.hpp"
-#include "src/common/socket.hpp"
 
 namespace braid {
 
+std::optional<net::SockAddr> listener_address(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  return net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
+}
+
 Dialing dial_listener(const PeerInfo& peer, const char* listener, Deadline deadline) {
   Dialing d;
-  // "host:port" or "[v6]:port"
-  const auto colon = peer.address.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  const auto sa = listener_address(peer.address);
+  if (!sa) {
     d.failed = ConnectResult::unavailable(fmt::format("malformed {} address '{}'", listener, peer.address));
     return d;
   }
-  const net::SockAddr sa = net::resolve(peer.address.substr(0, colon), std::atoi(peer.address.c_str() + colon + 1));
-  d.fd = net::connect_once(sa, deadline);
+  d.fd = net::connect_once(*sa, deadline);
   if (d.fd.valid()) return d;
   const int err = errno;
   if (err == ECONNREFUSED || err == ECONNRESET) {

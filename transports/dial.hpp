@@ -6,9 +6,13 @@
 #include <optional>
 
 #include "src/common/fd.hpp"
+#include "src/common/socket.hpp"
 #include "transports/transport.hpp"
 
 namespace braid {
+
+// A listener's "host:port" (or "[v6]:port"), resolved; null if malformed.
+std::optional<net::SockAddr> listener_address(const std::string& address);
 
 struct Dialing {
   Fd fd;                                // the connected socket, when there is one

@@ -54,13 +54,6 @@ struct DialedSocket final : Dialed {
   explicit DialedSocket(Fd f) : fd(std::move(f)) {}
   Fd fd;
 };
-
-// "host:port" or "[v6]:port"; null if malformed.
-std::optional<net::SockAddr> parse_address(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return std::nullopt;
-  return net::resolve(address.substr(0, colon), std::atoi(address.c_str() + colon + 1));
-}
 }  // namespace
 
 ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
@@ -83,7 +76,7 @@ void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
 }
 
 bool TcpTransport::probe_gone(const PeerInfo& peer) {
-  const auto sa = parse_address(peer.address);
+  const auto sa = listener_address(peer.address);
   if (!sa) return false;
   Fd fd = net::connect_once(*sa, Deadline::after(Millis(200)));
   return !fd.valid() && errno == ECONNREFUSED;

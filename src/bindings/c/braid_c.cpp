@@ -112,6 +112,29 @@ std::vector<braid::Tensor> blocks(const void* base, int n, std::int64_t count, b
   return v;
 }
 
+// Block `me` of a buffer of group-size blocks of `count` elements: where an
+// in-place all_gather reads this rank's input and reduce_scatter writes its
+// result.
+char* own_block(const void* buf, braid_group_t g, std::int64_t count, braid::DType dt) {
+  const int me = g ? braid::get_rank(g->group) : braid::get_rank();
+  return static_cast<char*>(const_cast<void*>(buf)) +
+         static_cast<std::size_t>(me) * static_cast<std::size_t>(count) * braid::dtype_size(dt);
+}
+
+void need(const void* p, std::int64_t count, const char* what, const char* op) {
+  if (count > 0 && p == nullptr)
+    invalid(std::string(op) + ": " + what + " is NULL with count " + std::to_string(count) + ": expected a buffer");
+}
+
+// gather's outputs / scatter's inputs: the root's group-size blocks, checked;
+// empty elsewhere (the op then takes no list).
+std::vector<braid::Tensor> root_blocks(braid_group_t g, int root, const void* buf, std::int64_t count,
+                                       braid::DType dt, const char* what, const char* op) {
+  if (my_rank_for(g) != root) return {};
+  need(buf, count, what, op);
+  return blocks(buf, size_of(g), count, dt);
+}
+
 // Hands an async op's Work to the caller, or (blocking) waits for it.
 void finish(braid::Work w, braid_request_t* request, int* source = nullptr) {
   if (!request) {
@@ -121,10 +144,6 @@ void finish(braid::Work w, braid_request_t* request, int* source = nullptr) {
   *request = new braid_request_s{std::move(w), source};
 }
 
-void need(const void* p, std::int64_t count, const char* what, const char* op) {
-  if (count > 0 && p == nullptr)
-    invalid(std::string(op) + ": " + what + " is NULL with count " + std::to_string(count) + ": expected a buffer");
-}
 
 }  // namespace
 
@@ -500,11 +519,7 @@ int braid_all_gather(const void* sendbuf, void* recvbuf, int64_t count, braid_dt
     need(sendbuf, count, "sendbuf", "braid_all_gather");
     need(recvbuf, count * n, "recvbuf", "braid_all_gather");
     // sendbuf == recvbuf: in place, this rank's block already holds its data.
-    const int me = group ? braid::get_rank(group->group) : braid::get_rank();
-    const void* in = sendbuf;
-    if (sendbuf == recvbuf && me > 0)
-      in = static_cast<const char*>(recvbuf) + static_cast<std::size_t>(me) * static_cast<std::size_t>(count) *
-                                                   braid::dtype_size(dt);
+    const void* in = sendbuf == recvbuf ? own_block(recvbuf, group, count, dt) : sendbuf;
     finish(braid::all_gather_into_tensor(tensor_of(recvbuf, count * n, dt), tensor_of(in, count, dt),
                                          options_of(group, request)),
            request);
@@ -516,13 +531,9 @@ int braid_gather(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype_
   return guarded([&] {
     const auto dt = dtype_of(dtype, "braid_gather");
     need(sendbuf, count, "sendbuf", "braid_gather");
-    const bool is_root = my_rank_for(group) == root;
-    std::vector<braid::Tensor> outs;
-    if (is_root) {
-      need(recvbuf, count, "recvbuf (on the root)", "braid_gather");
-      outs = blocks(recvbuf, size_of(group), count, dt);
-    }
-    finish(braid::gather(tensor_of(sendbuf, count, dt), is_root ? &outs : nullptr, root, options_of(group, request)),
+    auto outs = root_blocks(group, root, recvbuf, count, dt, "recvbuf (on the root)", "braid_gather");
+    finish(braid::gather(tensor_of(sendbuf, count, dt), outs.empty() ? nullptr : &outs, root,
+                         options_of(group, request)),
            request);
   });
 }
@@ -532,13 +543,9 @@ int braid_scatter(const void* sendbuf, void* recvbuf, int64_t count, braid_dtype
   return guarded([&] {
     const auto dt = dtype_of(dtype, "braid_scatter");
     need(recvbuf, count, "recvbuf", "braid_scatter");
-    const bool is_root = my_rank_for(group) == root;
-    std::vector<braid::Tensor> ins;
-    if (is_root) {
-      need(sendbuf, count, "sendbuf (on the root)", "braid_scatter");
-      ins = blocks(sendbuf, size_of(group), count, dt);
-    }
-    finish(braid::scatter(tensor_of(recvbuf, count, dt), is_root ? &ins : nullptr, root, options_of(group, request)),
+    auto ins = root_blocks(group, root, sendbuf, count, dt, "sendbuf (on the root)", "braid_scatter");
+    finish(braid::scatter(tensor_of(recvbuf, count, dt), ins.empty() ? nullptr : &ins, root,
+                          options_of(group, request)),
            request);
   });
 }
@@ -553,12 +560,7 @@ int braid_reduce_scatter(const void* sendbuf, void* recvbuf, int64_t count, brai
     need(recvbuf, count, "recvbuf", "braid_reduce_scatter");
     // sendbuf == recvbuf: in place, the result lands in this rank's own
     // block of it (as NCCL's in-place reduce_scatter).
-    void* out = recvbuf;
-    if (sendbuf == recvbuf) {
-      const int me = group ? braid::get_rank(group->group) : braid::get_rank();
-      out = static_cast<char*>(recvbuf) + static_cast<std::size_t>(me) * static_cast<std::size_t>(count) *
-                                              braid::dtype_size(dt);
-    }
+    void* out = sendbuf == recvbuf ? own_block(recvbuf, group, count, dt) : recvbuf;
     finish(braid::reduce_scatter_tensor(tensor_of(out, count, dt), tensor_of(sendbuf, count * n, dt), rop,
                                         options_of(group, request)),
            request);

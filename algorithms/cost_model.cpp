@@ -53,7 +53,7 @@ class Simulator {
         if (remote && theirs.count) {
           // Hot only while every rank's share fits in cache (~8 MiB in all).
           const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
-          if (theirs.buf == Buf::Scratch) work *= hot ? c_.hot_read_factor : 1.0;
+          if (theirs.buf == Buf::Scratch && !c_.remote_scratch) work *= hot ? c_.hot_read_factor : 1.0;
           else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(theirs.count);
         }
         // A Put of what the step it follows has just written, no more than

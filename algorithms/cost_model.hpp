@@ -60,6 +60,9 @@ struct CostParams {
   // receiver's block and polled there. 0: no fast boxes (not one host).
   double fastbox_alpha_s = 0.0;
   double fastbox_beta_s_per_byte = 0.0;  // and per byte
+  // A peer's Scratch is across a link too (RDMA): a Get or Put of it costs
+  // what one of its Input or Output does, not a fraction of a local copy.
+  bool remote_scratch = false;
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -69,6 +72,13 @@ struct CostParams {
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
 inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6, 0.0, 0.0, 1.0};
+// RDMA (backend 'verbs', Topology::rdma): a message ~2 us, 0.1 ns/byte (a
+// 100 Gbit/s class link); a Signal is one small WRITE, ~1.5 us to the
+// waiter's poll; a Get is a READ round trip, ~3 us plus the bytes. These are
+// datasheet-class figures for InfiniBand or RoCE, not measured here: the
+// only RDMA on this machine kind is Soft-RoCE under emulation, three orders
+// slower and no guide. The link probe of issue 17 is to replace them.
+inline constexpr CostParams kRdma{2e-6, 0.1e-9, 0.105e-9, 0.091e-9, 1.5e-6, 3e-6, 0.1e-9, 1.0, 0.0, 0.0, true};
 // Shared memory: ~0.5 us per message (Open MPI shm: 0.26 us for a whole 8-byte
 // allreduce; we wake peers through futexes, so budget more), and a message is
 // two copies through a shared bounce buffer -> 2 * 0.091 ns/byte. A one-sided

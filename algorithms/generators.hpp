@@ -35,7 +35,7 @@ Plan direct_scatter(const PlanArgs& args);
 Plan direct_alltoall(const PlanArgs& args);
 bool direct_alltoall_supports(const PlanArgs& args);
 Plan dissemination_barrier(const PlanArgs& args);
-bool one_host_only(const PlanArgs& args);  // supports() of the one-sided algorithms below
+bool one_sided_only(const PlanArgs& args);  // supports() of the one-sided algorithms below
 Plan oneshot_allreduce(const PlanArgs& args);
 Plan oneshot_reducescatter(const PlanArgs& args);
 Plan oneshot_allgather(const PlanArgs& args);

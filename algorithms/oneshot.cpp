@@ -18,7 +18,9 @@
 
 namespace braid::plan {
 
-bool one_host_only(const PlanArgs& args) { return args.topology.one_host && args.nranks >= 1; }
+bool one_sided_only(const PlanArgs& args) {
+  return (args.topology.one_host || args.topology.rdma) && args.nranks >= 1;
+}
 
 namespace {
 

@@ -227,7 +227,7 @@ Plan peer_read_scatter(const PlanArgs& args) {
 // Even splits only: with uneven ones a rank knows just its own row and column
 // of the split matrix (collectives.cpp), not where its block sits in a
 // peer's Input, and a one-sided read needs exactly that.
-bool peer_read_alltoall_supports(const PlanArgs& args) { return one_host_only(args) && args.splits.empty(); }
+bool peer_read_alltoall_supports(const PlanArgs& args) { return one_sided_only(args) && args.splits.empty(); }
 
 // AllToAll, even or uneven: rank r fetches block r of every peer's Input
 // into block q of its Output. Every pair synchronises even where a block is

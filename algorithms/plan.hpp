@@ -39,8 +39,8 @@
 // rank's list) has completed; steps with no path between them may run
 // concurrently, so they must not touch overlapping memory where one writes.
 //
-// One-sided steps (ranks that can map each other's memory: one host, shared
-// memory; see Topology::one_host):
+// One-sided steps (ranks that reach each other's memory: one host, shared
+// memory, or RDMA; see Topology::one_host and Topology::rdma):
 //   Signal     tell peer that every step this one depends on is done;
 //   Wait       done once peer's Signal with the same slot has been issued;
 //   Get        dst = peer's src (src names a span of the PEER's buffers);
@@ -133,6 +133,10 @@ struct Topology {
   // Every rank can map every other's memory (one host, shared-memory
   // transport): one-sided plans are possible. Their `supports` checks it.
   bool one_host = false;
+  // Not one host, but every pair of ranks is joined by an RDMA window
+  // (backend 'verbs', transports/verbs/window.hpp): one-sided plans run over
+  // RDMA READ and WRITE, and every Get or Put crosses a link.
+  bool rdma = false;
   // Plans on CUDA device memory: an index per group rank naming its GPU
   // (ranks with equal indices share one). Empty: host memory, or unknown.
   // Ranks sharing a GPU gain nothing from splitting device work between

@@ -35,27 +35,27 @@ std::vector<Algorithm> build_list() {
       {"direct", Collective::Scatter, direct_scatter, nullptr},
       {"direct", Collective::AllToAll, direct_alltoall, direct_alltoall_supports},
       {"dissemination", Collective::Barrier, dissemination_barrier, nullptr},
-      // one host only (one-sided steps over shared memory):
-      {"oneshot", Collective::AllReduce, oneshot_allreduce, one_host_only},
-      {"twoshot", Collective::AllReduce, twoshot_allreduce, one_host_only},
+      // one-sided (shared memory on one host, or RDMA):
+      {"oneshot", Collective::AllReduce, oneshot_allreduce, one_sided_only},
+      {"twoshot", Collective::AllReduce, twoshot_allreduce, one_sided_only},
       // The device runner names push. On host memory the cost model prefers
       // staged, push relayed through the ranks' shared Scratch, which reads
       // no peer's buffer (the model assumes process_vm_readv for those).
-      {"push", Collective::AllReduce, push_allreduce, one_host_only},
+      {"push", Collective::AllReduce, push_allreduce, one_sided_only},
       {"staged", Collective::AllReduce, staged_allreduce, staged_supports},
-      {"oneshot", Collective::ReduceScatter, oneshot_reducescatter, one_host_only},
-      {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_host_only},
-      {"oneshot", Collective::AllGather, oneshot_allgather, one_host_only},
-      {"peer_read", Collective::AllGather, peer_read_allgather, one_host_only},
+      {"oneshot", Collective::ReduceScatter, oneshot_reducescatter, one_sided_only},
+      {"peer_read", Collective::ReduceScatter, peer_read_reducescatter, one_sided_only},
+      {"oneshot", Collective::AllGather, oneshot_allgather, one_sided_only},
+      {"peer_read", Collective::AllGather, peer_read_allgather, one_sided_only},
       {"staged", Collective::AllGather, staged_allgather, staged_supports},
-      {"oneshot", Collective::Broadcast, oneshot_broadcast, one_host_only},
-      {"peer_read", Collective::Broadcast, peer_read_broadcast, one_host_only},
-      {"oneshot", Collective::Reduce, oneshot_reduce, one_host_only},
-      {"peer_read", Collective::Reduce, peer_read_reduce, one_host_only},
-      {"peer_read", Collective::Gather, peer_read_gather, one_host_only},
-      {"peer_read", Collective::Scatter, peer_read_scatter, one_host_only},
+      {"oneshot", Collective::Broadcast, oneshot_broadcast, one_sided_only},
+      {"peer_read", Collective::Broadcast, peer_read_broadcast, one_sided_only},
+      {"oneshot", Collective::Reduce, oneshot_reduce, one_sided_only},
+      {"peer_read", Collective::Reduce, peer_read_reduce, one_sided_only},
+      {"peer_read", Collective::Gather, peer_read_gather, one_sided_only},
+      {"peer_read", Collective::Scatter, peer_read_scatter, one_sided_only},
       {"peer_read", Collective::AllToAll, peer_read_alltoall, peer_read_alltoall_supports},
-      {"signal", Collective::Barrier, signal_barrier, one_host_only},
+      {"signal", Collective::Barrier, signal_barrier, one_sided_only},
       // ---- end of algorithm list ----
   };
 }

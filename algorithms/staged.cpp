@@ -119,7 +119,7 @@ std::int64_t largest_block(const PlanArgs& args) {
 
 bool staged_supports(const PlanArgs& args) {
   // Device plans get no Scratch (one_sided.cpp).
-  if (!one_host_only(args) || !args.topology.device_of.empty()) return false;
+  if (!one_sided_only(args) || !args.topology.device_of.empty()) return false;
   if (args.nranks < 2) return true;
   const std::int64_t c = largest_block(args);
   const std::int64_t slot = block(c, chunks_for(c, args.elem_size, args.nranks), 0).count;

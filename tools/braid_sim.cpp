@@ -9,7 +9,8 @@
 //   add --verify to a sweep to run the verifier on every plan in it.
 //   --one-host (implied by --backend shm) offers the one-sided one-host
 //   algorithms (oneshot, twoshot, peer_read, signal) as the runtime does
-//   when every rank of the group shares one host's memory.
+//   when every rank of the group shares one host's memory; --backend verbs
+//   offers them over RDMA, priced with plan::kRdma.
 #include <fmt/core.h>
 
 #include <cctype>
@@ -35,10 +36,11 @@ using braid::plan::Collective;
 
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
-    "                 [--backend tcp|shm] [--one-host] [--shared-cpus] [--root R] [--algo NAME] [--verify]\n"
+    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus] [--root R] [--algo NAME] [--verify]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
-    "                 [--backend tcp|shm] [--one-host] [--shared-cpus]\n"
+    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
+    "--backend verbs: RDMA between every pair (one-sided algorithms over READ and WRITE)\n"
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
@@ -66,6 +68,7 @@ struct Options {
   std::string algo;
   bool plan = false, verify = false;
   bool one_host = false;  // PlanArgs::topology.one_host
+  bool rdma = false;      // PlanArgs::topology.rdma (--backend verbs)
   bool shared_cpus = false;  // PlanArgs::topology.shared_cpus
   std::optional<std::int64_t> count;
 };
@@ -137,7 +140,8 @@ Options parse_args(int argc, char** argv) {
       o.backend = value();
       if (o.backend == "tcp") o.params = braid::plan::kTcpLoopback;
       else if (o.backend == "shm") o.params = braid::plan::kSharedMemory, o.one_host = true;
-      else usage_error(fmt::format("unknown --backend '{}'; expected tcp or shm", o.backend));
+      else if (o.backend == "verbs") o.params = braid::plan::kRdma, o.rdma = true;
+      else usage_error(fmt::format("unknown --backend '{}'; expected tcp, shm or verbs", o.backend));
     } else if (flag == "--root") o.root = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--algo") o.algo = value();
     else if (flag == "--count") o.count = parse_int(flag, value());
@@ -166,6 +170,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.elem_size = o.elem_size;
   a.root = o.root;
   a.topology.one_host = o.one_host;
+  a.topology.rdma = o.rdma;
   a.topology.shared_cpus = o.shared_cpus;
   return a;
 }

@@ -4,9 +4,11 @@
 #include "cuda_kernels/cuda.hpp"
 #include "src/common/errors.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/shm/window.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #if BRAID_HAVE_VERBS
 #include "transports/verbs/verbs_transport.hpp"
+#include "transports/verbs/window.hpp"
 #endif
 
 namespace braid::transports {
@@ -57,6 +59,28 @@ const std::vector<std::string>& names() {
 
 bool shares_host_memory(const std::string& backend) {
   return backend == "auto" || backend == "shm" || backend == "cuda";
+}
+
+std::string window_kind(const std::string& backend, int hosts) {
+  if (hosts <= 1 && shares_host_memory(backend)) return "shm";
+#if BRAID_HAVE_VERBS
+  // Under 'auto' a group across hosts runs message plans: the choice between
+  // them and RDMA one-sided plans needs costs per link (issue 17), which the
+  // cost model does not have yet.
+  if (backend == "verbs") return "verbs";
+#endif
+  return "";
+}
+
+std::shared_ptr<onesided::Window> make_window(const std::string& kind, store::Store& store, std::uint32_t group_id,
+                                              std::vector<int> world, int me, Deadline deadline,
+                                              const std::function<void(int)>& check_alive) {
+  if (kind == "shm") return std::make_shared<shm::Window>(store, group_id, std::move(world), me, deadline, check_alive);
+#if BRAID_HAVE_VERBS
+  if (kind == "verbs")
+    return std::make_shared<verbs::Window>(store, group_id, std::move(world), me, deadline, check_alive);
+#endif
+  fail(ErrorCode::Internal, "no one-sided window of kind '{}' in this build", kind);
 }
 
 }  // namespace braid::transports

@@ -6,10 +6,15 @@
 // one entry in registry.cpp.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "src/common/time.hpp"
+#include "src/store/store.hpp"
+#include "transports/one_sided.hpp"
 #include "transports/transport.hpp"
 
 namespace braid::transports {
@@ -42,5 +47,19 @@ const std::vector<std::string>& names();
 // Whether ranks of one host may share memory under `backend` (one-sided
 // plans map each other's buffers).
 bool shares_host_memory(const std::string& backend);
+
+// --- one-sided windows (one_sided.hpp) ----------------------------------------------
+// The window that joins a group's members under `backend`, spread over
+// `hosts` hosts: "shm" on one host where ranks share memory, "verbs" under
+// backend 'verbs' (RDMA READ and WRITE, between hosts or not), or "" for
+// none (the group runs message plans only). Every member computes it from
+// the same inputs, so all agree.
+std::string window_kind(const std::string& backend, int hosts);
+// Makes this rank's end of a window of that kind: a collective step that
+// waits, up to the deadline, for every member's (see each window's
+// constructor; `check_alive(world rank)` throws if a peer is known dead).
+std::shared_ptr<onesided::Window> make_window(const std::string& kind, store::Store& store, std::uint32_t group_id,
+                                              std::vector<int> world, int me, Deadline deadline,
+                                              const std::function<void(int)>& check_alive);
 
 }  // namespace braid::transports

@@ -118,6 +118,7 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
   // A backend that forces another transport ("verbs", "tcp") keeps even
   // local ranks out of each other's memory.
   g.shared_memory = hosts.size() <= 1 && transports::shares_host_memory(c.backend);
+  g.window_kind = transports::window_kind(c.backend, static_cast<int>(hosts.size()));
 }
 
 std::string group_signature(const Context& c, const detail::GroupImpl& g) {

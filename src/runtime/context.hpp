@@ -19,7 +19,7 @@
 
 namespace braid {
 
-namespace shm {
+namespace onesided {
 class Window;
 }
 struct Context;
@@ -42,9 +42,13 @@ struct GroupImpl {
   // do and talk through shared memory: the cost model the choice uses.
   std::vector<int> host_of;
   bool shared_memory = false;
-  // One-sided plans (possible when shared_memory): they run one at a time,
-  // in issue order (a ticket taken at issue), on the group's window (see
-  // transports/shm/window.hpp).
+  // The one-sided window that joins the members (transports/registry.hpp,
+  // window_kind): "shm" when shared_memory, "verbs" under backend 'verbs',
+  // empty when none does (message plans only).
+  std::string window_kind;
+  // One-sided plans (possible when window_kind is set): they run one at a
+  // time, in issue order (a ticket taken at issue), on the group's window
+  // (transports/one_sided.hpp).
   std::atomic<std::uint64_t> one_sided_issued{0};
   std::atomic<std::uint64_t> one_sided_turn{0};
   std::atomic<int> one_sided_waiters{0};
@@ -52,7 +56,7 @@ struct GroupImpl {
   std::condition_variable one_sided_cv;
   // Made by the group's first collective of any kind (group_window() in
   // executor.hpp), under window_mu; window_ready says it is there.
-  std::shared_ptr<shm::Window> window;
+  std::shared_ptr<onesided::Window> window;
   std::mutex window_mu;
   std::atomic<bool> window_ready{false};
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)

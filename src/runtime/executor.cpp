@@ -189,7 +189,7 @@ struct Runner {
   char* stage = nullptr;
   Request* reqs = nullptr;
   StepSchedule& sched;
-  shm::Window* window = nullptr;            // one host: the group's (look_at_peers)
+  onesided::Window* window = nullptr;            // one host: the group's (look_at_peers)
   std::vector<std::int32_t>& inflight;     // step indices
   std::vector<Request*>& inflight_reqs;    // same order
 
@@ -311,9 +311,9 @@ struct Runner {
     for (int q = 0; q < window->size(); ++q) {
       if (q == window->me()) continue;
       const int peer = window->world_rank(q);
-      shm::Window::Failure f;
-      if (window->peer_failed(q, &f) && f.call == me) throw peer_gave_up(*window, q, f, call);
-      if (window->peer_doing(q, true) == me) throw runs_otherwise(call, peer, true);
+      onesided::Failure f;
+      if (window->ledger().peer_failed(q, &f) && f.call == me) throw peer_gave_up(*window, q, f, call);
+      if (window->ledger().peer_doing(q, true) == me) throw runs_otherwise(call, peer, true);
     }
   }
 
@@ -378,7 +378,7 @@ Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window) {
                peer);
 }
 
-Error peer_gave_up(const shm::Window& w, int peer, const shm::Window::Failure& f, const ExecCall& call) {
+Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call) {
   const auto known = static_cast<int>(ErrorCode::Internal);
   const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
   return Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,

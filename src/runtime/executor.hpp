@@ -18,7 +18,7 @@
 #include "src/common/time.hpp"
 #include "src/runtime/context.hpp"
 #include "algorithms/plan.hpp"
-#include "transports/shm/window.hpp"
+#include "transports/one_sided.hpp"
 
 namespace braid {
 
@@ -154,11 +154,11 @@ void execute(Engine& engine, const ExecCall& call);
 // The same for one-sided plans and fast-box message plans (one_sided.cpp);
 // execute() hands them over.
 void execute_one_sided(Engine& engine, const ExecCall& call);
-// The group's shared-memory window, made on first use (every member's first
-// collective on a group whose ranks share a host makes it, whatever its
-// plan: a rank running a call as messages must be visible to a peer that
-// runs it through the window, see Window::doing).
-shm::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// The group's one-sided window (GroupImpl::window_kind), made on first use.
+// On one host every member's first collective makes it, whatever its plan:
+// a rank running a call as messages must be visible to a peer that runs it
+// through the window (Ledger::doing).
+onesided::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
 // The error for a peer (world rank) that runs this call the other way: on
 // the engine as messages, or through the group's window (it passed other
 // counts, so its plan is of the other kind).
@@ -166,9 +166,9 @@ Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window);
 // The error for a peer that marked its window failed (f): its error, with
 // its code, naming the rank its error names (a dead peer stays the one
 // named), else (nobody, or this rank) the peer that gave up.
-Error peer_gave_up(const shm::Window& w, int peer, const shm::Window::Failure& f, const ExecCall& call);
+Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call);
 // The window if it is made, else nullptr.
-shm::Window* ready_window(detail::GroupImpl& g);
+onesided::Window* ready_window(detail::GroupImpl& g);
 // Which call this is, for Window::doing: its ticket (one-sided runner) or
 // the tickets taken before it (message plans), and its sequence number
 // (message plans) or the sequence numbers taken before it (one-sided). Two
@@ -181,7 +181,7 @@ inline std::uint64_t call_identity(const ExecCall& c) {
 // Says in the window what this rank runs (Window::doing) while it lives.
 class Doing {
  public:
-  Doing(shm::Window& w, bool one_sided, const ExecCall& c) : w_(w), one_sided_(one_sided) {
+  Doing(onesided::Window& w, bool one_sided, const ExecCall& c) : w_(w.ledger()), one_sided_(one_sided) {
     w_.doing(one_sided_, call_identity(c), shape_of(c));
   }
   ~Doing() { w_.doing(one_sided_, 0); }
@@ -189,7 +189,7 @@ class Doing {
   Doing& operator=(const Doing&) = delete;
 
  private:
-  shm::Window& w_;
+  onesided::Ledger& w_;
   bool one_sided_;
 };
 // A call with a turn (runs_one_sided) that failed before it could run:

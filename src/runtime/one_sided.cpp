@@ -38,7 +38,8 @@
 #include "src/runtime/engine.hpp"
 #include "src/runtime/executor.hpp"
 #include "src/reduce/cpu_reduce.hpp"
-#include "transports/shm/window.hpp"
+#include "transports/one_sided.hpp"
+#include "transports/window_kinds.hpp"
 
 namespace braid {
 
@@ -98,20 +99,6 @@ class Turn {
 };
 
 
-shm::BufDesc describe(const void* p, std::size_t bytes) {
-  shm::BufDesc d;
-  d.addr = reinterpret_cast<std::uint64_t>(p);
-  d.bytes = bytes;
-  shm::SharedAllocation a;
-  if (p && bytes && shm::find_shared(p, bytes, &a)) {
-    d.fd = a.fd;
-    d.gen = a.gen;
-    d.base = a.base;
-    d.size = a.size;
-  }
-  return d;
-}
-
 // A step waiting for a peer: a Wait (signals from `peer` must reach
 // `expected`), or a fast-box Recv (the flag word of its last line must read
 // `want`; its first line's tells a message of another size early).
@@ -140,8 +127,6 @@ constexpr std::size_t flag_bytes(std::uint64_t flag) {
 }
 static_assert(plan::kFastboxLines * plan::kFastboxLineBytes < (1 << kFlagSizeBits),
               "a fast-box message's size fits its flag");
-static_assert(shm::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines),
-              "the window's boxes are the size the plans are fitted to");
 
 // Per-thread bookkeeping reused by every one-sided call on the thread, so a
 // small collective allocates nothing (calls on one thread never nest).
@@ -155,10 +140,11 @@ struct ThreadState {
 
 int which(plan::Buf b) { return b == plan::Buf::Input ? 0 : b == plan::Buf::Output ? 1 : 2; }
 
+template <class W>
 struct OneSidedRunner {
   Engine& e;
   const ExecCall& call;
-  shm::Window& w;
+  W& w;
   const plan::RankPlan& rp;
   const std::size_t elem;
   const int parity;
@@ -181,7 +167,13 @@ struct OneSidedRunner {
   const char* input_begin = nullptr;
   const char* input_end = nullptr;
 
-  OneSidedRunner(Engine& engine, const ExecCall& c, shm::Window& window, ThreadState& state)
+  static constexpr bool boxes_fit() {
+    if constexpr (W::kFastBoxes) return W::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines);
+    return true;
+  }
+  static_assert(boxes_fit(), "the window's boxes are the size the plans are fitted to");
+
+  OneSidedRunner(Engine& engine, const ExecCall& c, W& window, ThreadState& state)
       : e(engine), call(c), w(window), rp(c.plan->steps()), elem(dtype_size(c.dtype)),
         parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
         owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()),
@@ -193,6 +185,9 @@ struct OneSidedRunner {
     }
     owed.clear();
     if (c.device >= 0) {
+      if constexpr (!W::kDeviceMemory)
+        fail(ErrorCode::Internal, "{}: device memory reached a {} window, which cannot share it", c.what,
+             w.transport());
       // Device plans get no Scratch (the plan choice only offers them
       // plans without it).
       if (rp.scratch_count > 0)
@@ -204,7 +199,12 @@ struct OneSidedRunner {
       // Nothing is described to peers and nothing shared is written but
       // the boxes: only wait until the readers of this ticket's boxes are
       // done with them (kBoxSlots calls ago).
-      if (c.ticket >= shm::kBoxSlots) wait_for_completed(c.ticket + 1 - shm::kBoxSlots);
+      if constexpr (W::kFastBoxes) {
+        if (c.ticket >= W::kBoxSlots) wait_for_completed(c.ticket + 1 - W::kBoxSlots);
+      } else {
+        fail(ErrorCode::Internal, "{}: a fast-box plan reached a {} window, which has no fast boxes", c.what,
+             w.transport());
+      }
       const std::size_t bytes = static_cast<std::size_t>(rp.scratch_count) * elem;
       if (ts.scratch.size() < bytes) ts.scratch.resize(bytes);
       scratch = bytes ? ts.scratch.data() : nullptr;
@@ -213,8 +213,8 @@ struct OneSidedRunner {
       return;
     }
     const std::size_t scratch_bytes = dev ? 0 : static_cast<std::size_t>(rp.scratch_count) * elem;
-    if (const std::uint64_t need = w.writable_after(scratch_bytes, c.ticket)) wait_for_completed(need);
-    shm::BufDesc sd;
+    if (const std::uint64_t need = w.ledger().writable_after(scratch_bytes, c.ticket)) wait_for_completed(need);
+    onesided::BufDesc sd;
     if (!dev) scratch = w.scratch(parity, scratch_bytes, c.ticket, &sd);
     const plan::PlanArgs& a = c.plan->plan->args;
     const int me = c.plan->rank;
@@ -232,24 +232,24 @@ struct OneSidedRunner {
       sd.stamp = c.ticket + 1;
     }
     sd.shape = shape_of(c);
-    w.publish(parity, 2, sd);
+    w.ledger().publish(parity, 2, sd);
     sched.begin(*c.plan);
     pending.clear();
   }
 
   void publish(int which, const void* p, std::size_t bytes) {
     if (!dev) {
-      shm::BufDesc d = describe(p, bytes);
+      onesided::BufDesc d = w.describe(p, bytes);
       d.shape = shape_of(call);
-      w.publish(parity, which, d);
+      w.ledger().publish(parity, which, d);
       return;
     }
-    shm::IpcDesc ipc;
-    shm::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
+    onesided::IpcDesc ipc;
+    onesided::BufDesc d = detail::DeviceSteps::describe(p, bytes, call.device, &ipc);
     d.stamp = call.ticket + 1;
     d.shape = shape_of(call);
-    w.publish_ipc(parity, which, ipc);
-    w.publish(parity, which, d);
+    w.ledger().publish_ipc(parity, which, ipc);
+    w.ledger().publish(parity, which, d);
   }
 
   char* ptr(const plan::Span& s) const { return span_ptr(call.buffers, scratch, elem, s); }
@@ -265,7 +265,7 @@ struct OneSidedRunner {
   void wait_for_completed(std::uint64_t need) {
     auto behind = [&] {
       for (int q = 0; q < w.size(); ++q)
-        if (q != w.me() && w.peer_completed(q, need) < need) return q;
+        if (q != w.me() && w.ledger().peer_completed(q, need) < need) return q;
       return -1;
     };
     int q = behind();
@@ -277,7 +277,7 @@ struct OneSidedRunner {
         else __builtin_ia32_pause();
         continue;
       }
-      if (shm::Window::Failure f; w.peer_failed(q, &f)) gave_up(q, f);
+      if (onesided::Failure f; w.ledger().peer_failed(q, &f)) gave_up(q, f);
       if (w.peer_gone(q)) e.abort_peer_gone(w.world_rank(q), "its process is gone (exited or killed)");
       e.check_abort();
       if (call.deadline.expired())
@@ -291,7 +291,8 @@ struct OneSidedRunner {
   }
 
   bool arrived(const Pending& p) const {
-    if (p.flag) return box_arrived(p);
+    if constexpr (W::kFastBoxes)
+      if (p.flag) return box_arrived(p);
     return static_cast<std::int32_t>(w.received(p.peer) - p.expected) >= 0;
   }
 
@@ -382,7 +383,7 @@ struct OneSidedRunner {
   void box_take(const Pending& p) {
     const plan::Step& s = rp.steps[static_cast<std::size_t>(p.step)];
     const char* msg = box_at(p.step, s.peer, w.me());
-    w.peer_progressed(s.peer, call.ticket);
+    w.ledger().peer_progressed(s.peer, call.ticket);
     const std::size_t bytes = static_cast<std::size_t>(s.dst.count) * elem;
     const std::size_t lines = lines_of(bytes);
     if (s.kind == plan::StepKind::RecvReduce) {
@@ -408,8 +409,8 @@ struct OneSidedRunner {
 
   // The peer's span `theirs` (a Get's src, a Put's dst): its address there,
   // checked against what it described.
-  std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, shm::BufDesc* d) const {
-    *d = w.peer_desc(s.peer, parity, which(theirs.buf));
+  std::uint64_t remote(const plan::Step& s, const plan::Span& theirs, onesided::BufDesc* d) const {
+    *d = w.ledger().peer_desc(s.peer, parity, which(theirs.buf));
     const int peer = w.world_rank(s.peer);
     if (dev && (d->cuda == 0 || d->stamp != call.ticket + 1))
       throw Error(ErrorCode::InvalidArgument,
@@ -439,26 +440,29 @@ struct OneSidedRunner {
 
   // A peer's device span, opened here through CUDA IPC.
   char* device_remote(const plan::Step& s, const plan::Span& theirs) {
-    shm::BufDesc d;
+    onesided::BufDesc d;
     const std::uint64_t addr = remote(s, theirs, &d);
-    return dev->open_peer(w, s.peer, d, w.peer_ipc(s.peer, parity, which(theirs.buf)), addr - d.addr);
+    if constexpr (W::kDeviceMemory)
+      return dev->open_peer(w, s.peer, d, w.ledger().peer_ipc(s.peer, parity, which(theirs.buf)), addr - d.addr);
+    else
+      return nullptr;  // never: the constructor refused device memory
   }
 
   void get(const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
     if (bytes == 0) return;
     if (dev) return dev->get(ptr(s.dst), device_remote(s, s.src), s.src.count);
-    shm::BufDesc d;
+    onesided::BufDesc d;
     const std::uint64_t addr = remote(s, s.src, &d);
     if (const char* p = w.map(s.peer, d, addr, bytes)) move(s.dst, p, bytes);
-    else w.read_peer(s.peer, addr, ptr(s.dst), bytes);
+    else w.get(s.peer, d, addr, ptr(s.dst), bytes);
   }
 
   void get_reduce(const plan::Step& s) {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
     if (bytes == 0) return;
     if (dev) return dev->get_reduce(ptr(s.dst), ptr(s.acc), device_remote(s, s.src), s.src.count);
-    shm::BufDesc d;
+    onesided::BufDesc d;
     const std::uint64_t addr = remote(s, s.src, &d);
     char* dst = ptr(s.dst);
     const char* acc = ptr(s.acc);
@@ -470,7 +474,7 @@ struct OneSidedRunner {
     const std::size_t chunk = kBounceBytes / elem * elem;
     for (std::size_t off = 0; off < bytes; off += chunk) {
       const std::size_t n = std::min(chunk, bytes - off);
-      w.read_peer(s.peer, addr + off, bounce.get(), n);
+      w.get(s.peer, d, addr + off, bounce.get(), n);
       reduction::reduce3(dst + off, acc + off, bounce.get(), static_cast<std::int64_t>(n / elem), call.dtype, call.op);
     }
   }
@@ -479,10 +483,10 @@ struct OneSidedRunner {
     const std::size_t bytes = static_cast<std::size_t>(s.src.count) * elem;
     if (bytes == 0) return;
     if (dev) return dev->put(device_remote(s, s.dst), ptr(s.src), s.src.count);
-    shm::BufDesc d;
+    onesided::BufDesc d;
     const std::uint64_t addr = remote(s, s.dst, &d);
     if (char* p = w.map(s.peer, d, addr, bytes)) std::memcpy(p, ptr(s.src), bytes);
-    else w.write_peer(s.peer, addr, ptr(s.src), bytes);
+    else w.put(s.peer, d, addr, ptr(s.src), bytes);
   }
 
   // dst = src, streaming into Output when `stream` says so and dst is not
@@ -516,7 +520,7 @@ struct OneSidedRunner {
       case plan::StepKind::GetReduce: get_reduce(s); break;
       case plan::StepKind::Put: put(s); break;
       case plan::StepKind::Wait: {
-        const Pending p{i, s.peer, w.consumed()[static_cast<std::size_t>(s.peer)] + static_cast<std::uint32_t>(s.slot) + 1};
+        const Pending p{i, s.peer, w.ledger().consumed()[static_cast<std::size_t>(s.peer)] + static_cast<std::uint32_t>(s.slot) + 1};
         if (!arrived(p)) {
           pending.push_back(p);
           return;
@@ -526,10 +530,12 @@ struct OneSidedRunner {
       case plan::StepKind::Send:
       case plan::StepKind::Recv:
       case plan::StepKind::RecvReduce:
-        if (!call.plan->fastbox)
+        if (!W::kFastBoxes || !call.plan->fastbox)
           fail(ErrorCode::Internal, "plan {} mixes messages into a one-sided plan", call.plan->plan->algorithm);
-        if (s.kind == plan::StepKind::Send) box_send(i, s);
-        else if (!box_recv(i, s)) return;
+        if constexpr (W::kFastBoxes) {
+          if (s.kind == plan::StepKind::Send) box_send(i, s);
+          else if (!box_recv(i, s)) return;
+        }
         break;
     }
     finish(i);
@@ -543,7 +549,8 @@ struct OneSidedRunner {
         ++k;
         continue;
       }
-      if (pending[k].flag) box_take(pending[k]);
+      if constexpr (W::kFastBoxes)
+        if (pending[k].flag) box_take(pending[k]);
       finish(pending[k].step);
       pending[k] = pending.back();
       pending.pop_back();
@@ -588,7 +595,7 @@ struct OneSidedRunner {
   }
 
   // A peer marked its window failed (executor.hpp, peer_gave_up).
-  [[noreturn]] void gave_up(int peer, const shm::Window::Failure& f) const { throw peer_gave_up(w, peer, f, call); }
+  [[noreturn]] void gave_up(int peer, const onesided::Failure& f) const { throw peer_gave_up(w, peer, f, call); }
 
   // Until some pending Wait is satisfied: poll a bounded time (yielding the
   // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,
@@ -624,8 +631,8 @@ struct OneSidedRunner {
       // A peer that failed this call, or died, may have signalled first:
       // that signal counts, so reap before giving up.
       for (const Pending& p : pending) {
-        shm::Window::Failure f;
-        if (w.peer_failed(p.peer, &f)) {
+        onesided::Failure f;
+        if (w.ledger().peer_failed(p.peer, &f)) {
           if (reap()) return;
           gave_up(p.peer, f);
         }
@@ -635,12 +642,12 @@ struct OneSidedRunner {
         }
         // The peer runs this very call as a message plan on the engine (it
         // passed other counts).
-        if (w.peer_doing(p.peer, false) == call_identity(call))
+        if (w.ledger().peer_doing(p.peer, false) == call_identity(call))
           throw runs_otherwise(call, w.world_rank(p.peer), false);
         // It runs this call on the window too, but with other arguments
         // (its plan may never send what we wait for).
-        if (w.peer_doing(p.peer, true) == call_identity(call) && w.peer_doing_shape(p.peer) != shape_of(call))
-          throw other_arguments(p.peer, w.peer_doing_shape(p.peer));
+        if (w.ledger().peer_doing(p.peer, true) == call_identity(call) && w.ledger().peer_doing_shape(p.peer) != shape_of(call))
+          throw other_arguments(p.peer, w.ledger().peer_doing_shape(p.peer));
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();
@@ -665,10 +672,10 @@ struct OneSidedRunner {
     }
     if (dev) dev->flush();  // trailing local work: later stream work sees it
     // Every Wait of this call has consumed its signal.
-    auto& consumed = w.consumed();
+    auto& consumed = w.ledger().consumed();
     if (!call.plan->fastbox)
       for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
-    w.completed(call.ticket + 1);
+    w.ledger().completed(call.ticket + 1);
     // One fence for this call's box flags and its completion, then wake
     // whichever peer sleeps: one waiting for our messages, or a writer
     // waiting for us to free its boxes (a broadcast root runs ahead).
@@ -681,16 +688,27 @@ struct OneSidedRunner {
 
 }  // namespace
 
-shm::Window* ready_window(detail::GroupImpl& g) {
+onesided::Window* ready_window(detail::GroupImpl& g) {
   return g.window_ready.load(std::memory_order_acquire) ? g.window.get() : nullptr;
 }
 
-shm::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadline) {
+onesided::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadline) {
   if (!g.window_ready.load(std::memory_order_acquire)) {
     std::lock_guard lk(g.window_mu);
-    if (!g.window)
-      g.window = std::make_shared<shm::Window>(e.store(), g.id, g.ranks, g.my_rank, deadline,
-                                               [&e](int peer) { e.check_peer_alive(peer); });
+    if (!g.window) {
+      // A one-sided plan given by hand (tests, a researcher's plan) on a
+      // group whose backend picks no window: one host still has shared
+      // memory, as before windows had kinds.
+      std::string kind = g.window_kind;
+      const bool one_host = std::all_of(g.host_of.begin(), g.host_of.end(), [&](int h) { return h == g.host_of[0]; });
+      if (kind.empty() && one_host) kind = "shm";
+      if (kind.empty())
+        fail(ErrorCode::InvalidArgument,
+             "a one-sided plan needs a window joining every member, and none joins ranks on several hosts under "
+             "this backend: use backend 'verbs' for one-sided plans between hosts");
+      g.window = transports::make_window(kind, e.store(), g.id, g.ranks, g.my_rank, deadline,
+                                         [&e](int peer) { e.check_peer_alive(peer); });
+    }
     g.window_ready.store(true, std::memory_order_release);
   }
   return *g.window;
@@ -698,8 +716,8 @@ shm::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadline) {
 
 void abandon_one_sided(Engine&, const ExecCall& call, const std::exception_ptr& why) {
   detail::GroupImpl& g = *call.group;
-  shm::Window::Failure f{static_cast<int>(ErrorCode::Internal), -1, "it failed before it could start",
-                         call_identity(call)};
+  onesided::Failure f{static_cast<int>(ErrorCode::Internal), -1, "it failed before it could start",
+                      call_identity(call)};
   try {
     std::rethrow_exception(why);
   } catch (const Error& e) {
@@ -711,7 +729,7 @@ void abandon_one_sided(Engine&, const ExecCall& call, const std::exception_ptr& 
   try {
     Turn turn(g, call.ticket, call);  // hands the turn on when it goes
     g.window_broken = true;
-    if (shm::Window* w = ready_window(g)) w->mark_failed(f);
+    if (onesided::Window* w = ready_window(g)) w->ledger().mark_failed(f);
   } catch (const Error&) {
     // The turn never came (an earlier call still runs): nothing to hand on.
   }
@@ -722,28 +740,34 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
   Turn turn(g, call.ticket, call);
   if (g.window_broken)
     fail(ErrorCode::InvalidState,
-         "{}: an earlier collective on this group failed part-way through; its shared-memory window is out "
+         "{}: an earlier collective on this group failed part-way through; its one-sided window is out "
          "of step with the other ranks, so no further collective can run on the group",
          call.what);
   try {
-    shm::Window& w = group_window(engine, g, call.deadline);
+    onesided::Window& w = group_window(engine, g, call.deadline);
     Doing doing(w, true, call);
     std::optional<cuda::DeviceGuard> on_device;
     if (call.device >= 0) on_device.emplace(call.device);
-    OneSidedRunner r(engine, call, w, per_thread<ThreadState>());
-    r.run();
+    // The runner is compiled once per kind of window: no virtual call in
+    // its hot loop.
+    transports::with_window(w, [&](auto& concrete) {
+      OneSidedRunner<std::remove_reference_t<decltype(concrete)>> r(engine, call, concrete,
+                                                                    per_thread<ThreadState>());
+      r.run();
+    });
   } catch (const Error& e) {
     // Signals this call consumed are not accounted for: running another
     // call could match stale signals and read the wrong data. Refuse; and
     // tell the peers, who may be waiting for signals we will not send.
     g.window_broken = true;
-    if (shm::Window* w = ready_window(g))
-      w->mark_failed({static_cast<int>(e.code()), e.peer(), e.what(), call_identity(call)});
+    if (onesided::Window* w = ready_window(g))
+      w->ledger().mark_failed({static_cast<int>(e.code()), e.peer(), e.what(), call_identity(call)});
     throw;
   } catch (...) {
     g.window_broken = true;
-    if (shm::Window* w = ready_window(g))
-      w->mark_failed({static_cast<int>(ErrorCode::Internal), -1, "an unexpected exception", call_identity(call)});
+    if (onesided::Window* w = ready_window(g))
+      w->ledger().mark_failed({static_cast<int>(ErrorCode::Internal), -1, "an unexpected exception",
+                               call_identity(call)});
     throw;
   }
 }

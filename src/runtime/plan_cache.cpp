@@ -22,7 +22,7 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
 namespace {
 
 using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t,
-                       bool, bool>;
+                       bool, bool, bool>;
 
 // Which host each rank is on shapes the choice: groups of one size laid out
 // differently must not share a cached plan. A hash (FNV-1a) rather than a
@@ -62,7 +62,8 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     if (host_of) full.topology.host_of = *host_of;
     const plan::PlanArgs& args = full;
     const plan::Algorithm* a =
-        plan::choose(args.coll, args, shared_memory ? plan::kSharedMemory : plan::kTcpLoopback, name);
+        plan::choose(args.coll, args,
+                     shared_memory ? plan::kSharedMemory : args.topology.rdma ? plan::kRdma : plan::kTcpLoopback, name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));
     BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
                 args.nranks, args.count, args.root);
@@ -71,7 +72,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
                 shared_memory, args.topology.device_of, hash_of(host_of), args.topology.shared_cpus,
-                args.topology.mapped_buffers};
+                args.topology.mapped_buffers, args.topology.rdma};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

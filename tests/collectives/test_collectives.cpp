@@ -83,11 +83,11 @@ void expect_eq(DType dt, double got, double want_raw, ReduceOp op, const std::st
 void wait(braid::Work& w) { w.wait(); }
 
 // Every algorithm of `coll` this backend can run: one-sided ones (oneshot,
-// peer_read, ...) need the ranks to share memory, which "tcp" and "verbs"
-// rule out (every rank here is on one host).
+// peer_read, ...) need a one-sided window: shared memory ("auto", "shm":
+// every rank here is on one host) or RDMA ("verbs"); "tcp" has none.
 std::vector<std::string> algos_for(plan::Collective coll) {
   const std::string backend = test_backend();
-  const bool shared = backend == "auto" || backend == "shm";
+  const bool shared = backend == "auto" || backend == "shm" || backend == "verbs";
   std::vector<std::string> names{""};  // automatic choice
   for (const auto& name : plan::algorithm_names(coll)) {
     const plan::Algorithm* a = plan::find_algorithm(coll, name);

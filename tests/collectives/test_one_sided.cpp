@@ -232,7 +232,7 @@ TEST_CASE("large Scratch is one region: calls on it and right after it wait for 
     // may write before every peer is done with the call before. Ranks
     // arrive skewed, so a rank that did not wait would overwrite what a
     // slower one still reads.
-    const std::int64_t big = static_cast<std::int64_t>(braid::shm::Window::kSplitScratchBytes / sizeof(float)) + 4099;
+    const std::int64_t big = static_cast<std::int64_t>(braid::onesided::Ledger::kSplitScratchBytes / sizeof(float)) + 4099;
     const std::int64_t sizes[] = {big, 1000, 20000, big, big, 70, big, 20000};
     for (int iter = 0; iter < 24; ++iter) {
       const std::int64_t c = sizes[iter % 8];
@@ -252,7 +252,7 @@ TEST_CASE("a Scratch allocation that grew is freed once every peer is past it", 
     // Where this rank's Scratch is now (what it described for its last call).
     auto scratch_now = [&] {
       const std::uint64_t last = g->one_sided_issued.load() - 1;
-      return g->window->peer_desc(g->my_rank, static_cast<int>(last & 1), 2);
+      return g->window->ledger().peer_desc(g->my_rank, static_cast<int>(last & 1), 2);
     };
     int iter = 0;
     auto run = [&](std::int64_t c) { oneshot_checked(rank, world, c, iter++); };

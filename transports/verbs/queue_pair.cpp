@@ -52,7 +52,7 @@ QpPtr create_rc_qp(const Device& dev, ibv_pd* pd, ibv_cq* cq, const QpLimits& li
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = static_cast<std::uint8_t>(dev.port);
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+  a.qp_access_flags = static_cast<unsigned>(limits.access);
   if (int err = ibv_modify_qp(qp.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
     fail(ErrorCode::Transport, "verbs: QP RESET->INIT on {} failed: {}", dev.name, errno_text(err));
   return qp;

@@ -32,6 +32,9 @@ struct QpEndpoint {
 struct QpLimits {
   std::uint32_t send_wr = 64;
   std::uint32_t recv_wr = 64;
+  // What the peer may do to memory through this QP (ibv_access_flags): the
+  // message connections only READ (rendezvous), one-sided windows WRITE too.
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
 };
 
 // An RC QP on `cq` (for both queues), moved to INIT. Throws braid::Error.

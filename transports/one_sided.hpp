@@ -80,8 +80,9 @@ class Window {
   virtual std::uint32_t received(int peer) const = 0;
   // Wakes `peer` if it sleeps (after a store it must see).
   virtual void ring(int peer) = 0;
-  // Waits until `ready()` may have changed, at most `ms`; returns true if
-  // ready() held before any sleep (then it did not sleep).
+  // Waits until `ready()` may have changed, at most `ms`. Returns true if a
+  // call of ready() returned true (it may have acted on what it found), false
+  // if the time passed without one.
   virtual bool sleep_until(FunctionRef<bool()> ready, int ms) = 0;
 
   // --- liveness -------------------------------------------------------------------

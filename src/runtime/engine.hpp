@@ -117,8 +117,9 @@ class Engine final : public TransportHost {
   // Throws the job's abort error if there is one; about once a second also
   // looks in the store for an abort another rank published.
   void check_abort();
-  // check_abort(), and if `peer` runs on this host and its process is gone,
-  // aborts the job naming it and throws.
+  // check_abort(), and if `peer` is known to be gone (on this host: its
+  // process; elsewhere: a transport's probe_gone), aborts the job naming it
+  // and throws.
   void check_peer_alive(int peer);
 
   // Says goodbye to every peer and stops the background thread.

@@ -90,7 +90,16 @@ void Engine::check_abort() {
 void Engine::check_peer_alive(int peer) {
   check_abort();
   const PeerRecord h = read_peer_record(*store_, peer, Millis(1000));
-  if (h.host == host_id_ && process_gone(h.pid)) abort_peer_gone(peer, "its process is gone (exited or killed)");
+  if (h.host == host_id_) {
+    if (process_gone(h.pid)) abort_peer_gone(peer, "its process is gone (exited or killed)");
+    return;
+  }
+  // On another host: a transport may tell (a listener refusing), as the
+  // watchdog asks for peers nothing watches.
+  for (Transport* t : all_) {
+    PeerInfo info{peer, false, h.pid, h.address(t->name())};
+    if (!info.address.empty() && t->probe_gone(info)) abort_peer_gone(peer, "its process is gone (exited or killed)");
+  }
 }
 
 [[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {

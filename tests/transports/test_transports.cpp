@@ -7,8 +7,7 @@
 // set and matcher; the test turns their progress loops by hand. A peer that
 // must die is a child process (fork), killed with SIGKILL.
 //
-// The one-sided face (put, get, signal) is not yet part of the transport
-// interface; its cases join these when it is.
+// The one-sided face (put, get, signal) has its cases in test_windows.cpp.
 #include <catch2/catch.hpp>
 
 #include <signal.h>

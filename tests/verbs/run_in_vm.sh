@@ -16,6 +16,8 @@
 #   coll8     ... "collectives at 8 ranks"
 #   auto      backend "auto" picks verbs between "hosts": examples/hello, two ranks in
 #             separate pid namespaces (which Braid counts as separate hosts)
+#   hosts     one-sided plans over an RDMA window between such "hosts": braid-bench
+#             --backend verbs --algo A, every one-sided algorithm, outputs checked
 # Each step prints its time; the script exits 0 only if every step passed
 # (77 if the VM cannot run here, as tools/rxe-vm does).
 set -uo pipefail
@@ -64,6 +66,53 @@ if [[ ${1:-} == --inside ]]; then
     [ $rc = 0 ] && grep -q "sum of ranks 1" $logs/out0 && grep -q "rank 1: verbs$" $logs/err0 ||
       { echo "backend auto did not use verbs between the two namespaces"; cat $logs/err0 $logs/err1; return 1; }
   }
+  # One-sided plans over RDMA between "hosts": two ranks in separate pid
+  # namespaces (separate hosts to Braid), backend verbs, braid-bench checking
+  # every output element, one run per one-sided algorithm.
+  hosts_step() {
+    local port logs=/tmp/braid-hosts r rc=0 pids=() coll algo runs=0
+    mkdir -p $logs
+    for coll_algo in allreduce:oneshot allreduce:twoshot allreduce:staged allreduce:push allgather:oneshot \
+      allgather:peer_read allgather:staged broadcast:oneshot broadcast:peer_read reduce:oneshot reduce:peer_read \
+      reducescatter:oneshot reducescatter:peer_read gather:peer_read scatter:peer_read alltoall:peer_read; do
+      coll=${coll_algo%%:*} algo=${coll_algo#*:} pids=() port=$((20000 + RANDOM % 20000))
+      for r in 0 1; do
+        env -u BRAID_TEST_BACKEND MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 BRAID_DEBUG=INFO \
+          unshare --pid --fork "$BUILD/bench/braid-bench" $coll --backend verbs --algo $algo -b 8 -e 1M -f 32 \
+          -n 3 -w 1 -c 1 --timeout 120 > $logs/out$r 2> $logs/err$r &
+        pids+=($!)
+      done
+      for r in "${pids[@]}"; do wait "$r" || rc=1; done
+      runs=$((runs + 1))
+      if ! grep -q "RDMA window for group" $logs/err0 || ! grep -q "1048576" $logs/out0; then
+        echo "$coll $algo: no RDMA window, or no result up to 1 MiB"; rc=1
+      fi
+      if [ $rc != 0 ]; then
+        echo "--- $coll $algo failed"; tail -n 5 $logs/out0; tail -n 20 $logs/err0 $logs/err1
+        return 1
+      fi
+      echo "$coll $algo: checked 8 B to 1 MiB over an RDMA window between two namespaces"
+    done
+    echo "$runs one-sided algorithms passed between hosts"
+    # A peer killed while one-sided calls run: the survivor fails within
+    # seconds, naming it, instead of waiting out its timeout.
+    port=$((20000 + RANDOM % 20000)) pids=()
+    for r in 0 1; do
+      env -u BRAID_TEST_BACKEND MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 \
+        unshare --pid --fork --kill-child=KILL "$BUILD/bench/braid-bench" allreduce --backend verbs --algo oneshot \
+        -b 8 -e 8 -n 1000000 -w 1 -c 0 --timeout 120 > $logs/out$r 2> $logs/err$r &
+      pids+=($!)
+    done
+    sleep 4
+    kill -9 "${pids[1]}"
+    local t0=$SECONDS
+    wait "${pids[0]}" && { echo "rank 0 went on although rank 1 was killed"; return 1; }
+    local took=$((SECONDS - t0))
+    cat $logs/err0 | tail -n 3
+    grep -q "rank 1" $logs/err0 || { echo "rank 0's error does not name rank 1"; return 1; }
+    ((took < 60)) || { echo "rank 0 took $took s to fail"; return 1; }
+    echo "killing rank 1 mid-run: rank 0 failed after $took s, naming rank 1"
+  }
   for step in $STEPS; do
     case $step in
       info) run_step info info_step ;;
@@ -77,6 +126,7 @@ if [[ ${1:-} == --inside ]]; then
       coll4) run_step coll4 "$BUILD/tests/collectives/test_collectives" --durations yes "collectives at 4 ranks" ;;
       coll8) run_step coll8 "$BUILD/tests/collectives/test_collectives" --durations yes "collectives at 8 ranks" ;;
       auto) run_step auto auto_step ;;
+      hosts) run_step hosts hosts_step ;;
       *) echo "unknown step '$step'"; failed+=("$step") ;;
     esac
   done
@@ -90,7 +140,7 @@ fi
 
 # ---- on the host ------------------------------------------------------------------------
 BUILD=build-verbs
-STEPS="info unit transports wire auto p2p failure coll2 coll4 coll8"
+STEPS="info unit transports wire auto hosts p2p failure coll2 coll4 coll8"
 TIMEOUT=1800
 MEMORY=3G
 while (($#)); do
@@ -104,7 +154,7 @@ while (($#)); do
   esac
 done
 BUILD=$(cd "$REPO" && readlink -f "$BUILD")
-for f in tools/braid-info examples/hello tests/verbs/test_verbs_unit tests/verbs/test_verbs_wire tests/p2p/test_p2p tests/p2p/test_failure \
+for f in tools/braid-info examples/hello bench/braid-bench tests/verbs/test_verbs_unit tests/verbs/test_verbs_wire tests/p2p/test_p2p tests/p2p/test_failure \
   tests/collectives/test_collectives; do
   [[ -x $BUILD/$f ]] || { echo "run_in_vm.sh: $BUILD/$f is missing: build first (ninja -C $BUILD)" >&2; exit 2; }
 done

@@ -57,7 +57,7 @@ store::Bytes await_record(store::Store& store, const std::string& k, int world_r
 
 Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline,
                const std::function<void(int)>& check_alive)
-    : onesided::Window(std::move(world), me), peers_(world_.size()), sent_(world_.size(), 0),
+    : onesided::Window(std::move(world), me), check_alive_(check_alive), peers_(world_.size()), sent_(world_.size(), 0),
       slot_busy_(kStagingSlots, false) {
   const int n = size();
   std::string why;

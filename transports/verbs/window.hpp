@@ -32,11 +32,15 @@
 // completions on the waiting side.
 //
 // Liveness. A failed completion (retries exhausted, remote access error)
-// marks the peer gone. A rank that waits on a peer probes it with an 8-byte
-// READ at most every kProbeInterval, so a dead peer is named within about
-// the QP's retry time (7 x 268 ms) even when nothing else is in flight. The
-// destructor waits (bounded) until every peer has completed the calls this
-// rank has, so nobody READs a block that is gone.
+// marks the peer gone. A rank that waits on a peer also probes it, at most
+// every kProbeInterval: an 8-byte READ, which fails once the QP's retries
+// run out (7 x 268 ms) on adapters that answer a dead QP's packets; and
+// the host's own check (the constructor's check_alive: the runtime asks its
+// transports, whose TCP listener refuses once the process is gone), because
+// Soft-RoCE drops those packets and its READs never fail (measured in the
+// VM: no failure within 40 s). The destructor waits (bounded) until every
+// peer has completed the calls this rank has, so nobody READs a block that
+// is gone.
 #pragma once
 
 #include <atomic>
@@ -87,16 +91,17 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
   void ring(int) override {}  // waiters poll; nobody sleeps in the kernel
   bool sleep_until(FunctionRef<bool()> ready, int ms) override { return sleep(ready, ms); }
   // Polls `ready` for up to `ms`, yielding the CPU between looks (an RDMA
-  // write wakes nobody), and reaps completions meanwhile.
+  // write wakes nobody), and reaps completions meanwhile. True as soon as
+  // ready() returns true: it may act on what it finds (the runner's reap),
+  // so its true is never dropped.
   template <class Ready>
   bool sleep(Ready&& ready, int ms) {
-    if (ready()) return true;
     const auto end = Clock::now() + std::chrono::milliseconds(ms);
-    while (Clock::now() < end) {
+    do {
+      if (ready()) return true;
       poll();
-      if (ready()) return false;
       sched_yield();
-    }
+    } while (Clock::now() < end);
     return false;
   }
 
@@ -107,7 +112,7 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
     std::uint32_t rkey = 0;
     std::uint32_t posted = 0;  // work requests not yet completed
     std::string error;         // set once a completion failed: the peer is gone
-    Clock::time_point last_probe{};
+    Clock::time_point last_probe{}, last_check{};
     bool probing = false;
   };
   struct Region {  // a registered region of our own (large Scratch)
@@ -136,6 +141,7 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
   void check_remote(int peer, const onesided::BufDesc& d, std::uint64_t addr, std::size_t bytes) const;
   void linger();
 
+  std::function<void(int)> check_alive_;
   std::unique_ptr<Device> dev_;
   PdPtr pd_;
   CqPtr cq_;

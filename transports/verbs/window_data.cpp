@@ -63,6 +63,12 @@ void Window::drain(int peer, const char* what) {
     if (!p.error.empty()) peer_failed(peer, what);
     if (p.posted == 0) break;
     if (k > 64) {
+      // A peer that died with our WRITE in flight: on Soft-RoCE the WRITE
+      // never fails, so ask the host (window.hpp, "Liveness").
+      if (const auto now = Clock::now(); now - p.last_check >= kProbeInterval) {
+        p.last_check = now;
+        check_alive_(world_rank(peer));
+      }
       if (Clock::now() >= end)
         fail_peer(ErrorCode::Timeout, world_rank(peer), "RDMA window: {} at rank {} did not complete in {} s", what,
                   world_rank(peer), std::chrono::duration_cast<std::chrono::seconds>(kOpTimeout).count());
@@ -269,6 +275,10 @@ bool Window::peer_gone(int peer) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   if (!p.error.empty()) return true;
   const auto now = Clock::now();
+  if (now - p.last_check >= kProbeInterval) {
+    p.last_check = now;
+    check_alive_(world_rank(peer));  // throws, naming the peer, if the host knows it is gone
+  }
   if (!p.probing && now - p.last_probe >= kProbeInterval) {
     // A READ of its line for us: it fails once the peer's QP is gone.
     const Layout lay(size());

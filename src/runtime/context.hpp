@@ -22,6 +22,7 @@ namespace braid {
 namespace onesided {
 class Window;
 }
+struct ExecCall;
 struct Context;
 
 namespace detail {
@@ -57,6 +58,9 @@ struct GroupImpl {
   // Made by the group's first collective of any kind (group_window() in
   // executor.hpp), under window_mu; window_ready says it is there.
   std::shared_ptr<onesided::Window> window;
+  // The one-sided runner compiled for that window's concrete type, found
+  // once with it (one_sided.cpp), so a call pays one indirect call for it.
+  void (*window_runner)(Engine&, const ExecCall&, onesided::Window&) = nullptr;
   std::mutex window_mu;
   std::atomic<bool> window_ready{false};
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)

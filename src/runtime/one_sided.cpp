@@ -688,6 +688,13 @@ struct OneSidedRunner {
 
 }  // namespace
 
+// One call on window w, whose concrete type is W.
+template <class W>
+void run_on(Engine& engine, const ExecCall& call, onesided::Window& w) {
+  OneSidedRunner<W> r(engine, call, static_cast<W&>(w), per_thread<ThreadState>());
+  r.run();
+}
+
 onesided::Window* ready_window(detail::GroupImpl& g) {
   return g.window_ready.load(std::memory_order_acquire) ? g.window.get() : nullptr;
 }
@@ -708,6 +715,11 @@ onesided::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadlin
              "this backend: use backend 'verbs' for one-sided plans between hosts");
       g.window = transports::make_window(kind, e.store(), g.id, g.ranks, g.my_rank, deadline,
                                          [&e](int peer) { e.check_peer_alive(peer); });
+      // The runner is compiled once per kind of window: no virtual call in
+      // its hot loop, and no look at the type per call.
+      transports::with_window(*g.window, [&](auto& concrete) {
+        g.window_runner = &run_on<std::remove_reference_t<decltype(concrete)>>;
+      });
     }
     g.window_ready.store(true, std::memory_order_release);
   }
@@ -748,13 +760,7 @@ void execute_one_sided(Engine& engine, const ExecCall& call) {
     Doing doing(w, true, call);
     std::optional<cuda::DeviceGuard> on_device;
     if (call.device >= 0) on_device.emplace(call.device);
-    // The runner is compiled once per kind of window: no virtual call in
-    // its hot loop.
-    transports::with_window(w, [&](auto& concrete) {
-      OneSidedRunner<std::remove_reference_t<decltype(concrete)>> r(engine, call, concrete,
-                                                                    per_thread<ThreadState>());
-      r.run();
-    });
+    g.window_runner(engine, call, w);
   } catch (const Error& e) {
     // Signals this call consumed are not accounted for: running another
     // call could match stale signals and read the wrong data. Refuse; and

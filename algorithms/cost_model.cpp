@@ -30,11 +30,10 @@ struct Loc {
 // Discrete-event simulation of one plan (see cost_model.hpp for the rules).
 class Simulator {
  public:
-  Simulator(const Plan& p, const CostParams& c)
-      : p_(p), c_(c), n_(static_cast<int>(p.ranks.size())),
-        boxed_(c.fastbox_alpha_s > 0 && fits_fastbox(p)),
-        alpha_(boxed_ ? c.fastbox_alpha_s : c.alpha_s),
-        beta_(boxed_ ? c.fastbox_beta_s_per_byte : c.beta_s_per_byte) {}
+  Simulator(const Plan& p, const LinkCosts& links)
+      : p_(p), c_(links.local), remote_(links.remote), n_(static_cast<int>(p.ranks.size())),
+        hosts_(several_hosts(p.args.topology.host_of, n_) ? &p.args.topology.host_of : nullptr),
+        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(p)) {}
 
   double run() {
     setup();
@@ -44,6 +43,8 @@ class Simulator {
       const Step& s = step(e.rank, e.step);
       if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce || s.kind == StepKind::Get ||
           s.kind == StepKind::GetReduce || s.kind == StepKind::Put) {
+        // Local work at the rank's own costs; reaching a peer at the link's.
+        const CostParams& l = link(e.rank, s.peer);
         const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get || s.kind == StepKind::Put;
         double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
         // The span in the peer's memory: a Get's source, a Put's destination.
@@ -53,8 +54,8 @@ class Simulator {
         if (remote && theirs.count) {
           // Hot only while every rank's share fits in cache (~8 MiB in all).
           const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
-          if (theirs.buf == Buf::Scratch && !c_.remote_scratch) work *= hot ? c_.hot_read_factor : 1.0;
-          else work += c_.peer_read_s + c_.peer_read_s_per_byte * bytes(theirs.count);
+          if (theirs.buf == Buf::Scratch && !l.remote_scratch) work *= hot ? l.hot_read_factor : 1.0;
+          else work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
         }
         // A Put of what the step it follows has just written, no more than
         // kHotPutBytes, reads it from cache: only the write into the peer
@@ -74,7 +75,8 @@ class Simulator {
         complete(e.rank, e.step, e.time);
         const Loc w = partner_[idx(e.rank, e.step)];
         if (w.rank >= 0 && is_ready_[idx(w.rank, w.step)])
-          events_.push({std::max(ready_at_[idx(w.rank, w.step)], e.time + c_.signal_s), w.rank, w.step});
+          events_.push({std::max(ready_at_[idx(w.rank, w.step)], e.time + link(e.rank, w.rank).signal_s), w.rank,
+                        w.step});
         continue;
       }
       if (s.kind == StepKind::Wait) {  // its time already includes the signal's
@@ -87,7 +89,9 @@ class Simulator {
       double& out_port = send_port_[static_cast<std::size_t>(e.rank)];
       double& in_port = recv_port_[static_cast<std::size_t>(rcv.rank)];
       const double start = std::max({e.time, out_port, in_port});
-      const double arrive = start + alpha_ + beta_ * b;
+      const CostParams& l = link(e.rank, rcv.rank);
+      const double arrive = start + (boxed_ ? l.fastbox_alpha_s : l.alpha_s) +
+                            (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
       out_port = in_port = arrive;
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
       complete(e.rank, e.step, arrive);
@@ -209,7 +213,7 @@ class Simulator {
     const Loc o = partner_[k];
     if (kind == StepKind::Wait) {  // done signal_s after its signal, once ready
       if (o.rank >= 0 && signaled_at_[idx(o.rank, o.step)] >= 0)
-        events_.push({std::max(ready_at_[k], signaled_at_[idx(o.rank, o.step)] + c_.signal_s), r, i});
+        events_.push({std::max(ready_at_[k], signaled_at_[idx(o.rank, o.step)] + link(o.rank, r).signal_s), r, i});
       return;
     }
     if (o.rank < 0 || !is_ready_[idx(o.rank, o.step)]) return;
@@ -231,11 +235,23 @@ class Simulator {
     }
   }
 
+  // Ranks on several hosts: host_of names at least two.
+  static bool several_hosts(const std::vector<int>& host_of, int n) {
+    if (host_of.size() != static_cast<std::size_t>(n) || n == 0) return false;
+    return std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
+  }
+  // The costs between ranks a and b (a local step: a == b, or b < 0).
+  const CostParams& link(int a, int b) const {
+    if (!hosts_ || b < 0 || a == b) return c_;
+    return (*hosts_)[static_cast<std::size_t>(a)] == (*hosts_)[static_cast<std::size_t>(b)] ? c_ : remote_;
+  }
+
   const Plan& p_;
-  const CostParams& c_;
+  const CostParams& c_;       // on one host (and every local step)
+  const CostParams& remote_;  // between hosts
   const int n_;
-  const bool boxed_;              // the plan runs over fast boxes
-  const double alpha_, beta_;     // per message, per byte: boxes or not
+  const std::vector<int>* hosts_;  // null: one host
+  const bool boxed_;               // the plan runs over fast boxes
   std::vector<std::size_t> offset_;  // first flat index of each rank's steps
   std::size_t total_ = 0, finished_ = 0;
   double latest_ = 0.0;
@@ -283,15 +299,32 @@ CostParams sharing_cpus(const CostParams& p) {
   return q;
 }
 
-double predict_seconds(const Plan& plan, const CostParams& params) {
+double predict_seconds(const Plan& plan, const CostParams& params) { return predict_seconds(plan, {params, params}); }
+
+double predict_seconds(const Plan& plan, const LinkCosts& links) {
   const Topology& t = plan.args.topology;
-  if (!t.one_host || (!t.shared_cpus && !t.mapped_buffers)) return Simulator(plan, params).run();
-  CostParams p = t.shared_cpus ? sharing_cpus(params) : params;
+  if (!t.one_host || (!t.shared_cpus && !t.mapped_buffers)) return Simulator(plan, links).run();
+  CostParams p = t.shared_cpus ? sharing_cpus(links.local) : links.local;
   if (t.mapped_buffers) p.peer_read_s = p.peer_read_s_per_byte = 0.0;  // a mapping: a local read
-  return Simulator(plan, p).run();
+  return Simulator(plan, {p, p}).run();
+}
+
+LinkCosts link_costs(const CostParams& local, const CostParams& remote, const std::vector<int>& host_of) {
+  // Several hosts: nothing is one host's, so no fast boxes and no one-host
+  // one-sided figures for the local pairs, only their message costs.
+  const bool several = std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
+  if (!several) return {local, local};
+  CostParams l = local;
+  l.fastbox_alpha_s = l.fastbox_beta_s_per_byte = 0.0;
+  return {l, remote};
 }
 
 const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,
+                        const std::string& forced_name) {
+  return choose(coll, args, LinkCosts{params, params}, forced_name);
+}
+
+const Algorithm* choose(Collective coll, const PlanArgs& args, const LinkCosts& params,
                         const std::string& forced_name) {
   PlanArgs a = args;
   a.coll = coll;

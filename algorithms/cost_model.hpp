@@ -112,12 +112,28 @@ CostParams sharing_cpus(const CostParams& p);
 // Input or Output as a local read (no peer_read_s terms).
 double predict_seconds(const Plan& plan, const CostParams& params);
 
+// Costs per link: `local` between ranks of one host and for every local
+// step, `remote` between ranks on different hosts (Topology::host_of says
+// which). Messages, signals and reads of a peer are priced by the link they
+// cross. With every rank on one host (or host_of empty) `local` prices all.
+struct LinkCosts {
+  CostParams local;
+  CostParams remote;
+};
+double predict_seconds(const Plan& plan, const LinkCosts& links);
+// The link costs of a group laid out as `host_of`: `local` and `remote` as
+// given, but with the ranks on several hosts no fast boxes (a one-host
+// window's).
+LinkCosts link_costs(const CostParams& local, const CostParams& remote, const std::vector<int>& host_of);
+
 // The algorithm for `coll` with the least predicted time for `args` (ties:
 // the first registered). With `forced_name` non-empty, that algorithm:
 // throws braid::Error(InvalidArgument) listing the valid names if it does
 // not exist for `coll` or does not support `args`. Throws
 // braid::Error(NotSupported) if no registered algorithm supports `args`.
 const Algorithm* choose(Collective coll, const PlanArgs& args, const CostParams& params,
+                        const std::string& forced_name = {});
+const Algorithm* choose(Collective coll, const PlanArgs& args, const LinkCosts& links,
                         const std::string& forced_name = {});
 
 // Parses BRAID_ALGO, NCCL_ALGO's grammar: "allreduce:ring;broadcast:tree",

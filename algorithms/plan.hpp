@@ -137,6 +137,10 @@ struct Topology {
   // (backend 'verbs', transports/verbs/window.hpp): one-sided plans run over
   // RDMA READ and WRITE, and every Get or Put crosses a link.
   bool rdma = false;
+  // Ranks of one host reach each other through shared memory (backend
+  // 'auto', 'shm', 'cuda'); otherwise through what the backend forces. Only
+  // prices the pairs of a group that spans hosts (cost_model.hpp, LinkCosts).
+  bool host_shares_memory = false;
   // Plans on CUDA device memory: an index per group rank naming its GPU
   // (ranks with equal indices share one). Empty: host memory, or unknown.
   // Ranks sharing a GPU gain nothing from splitting device work between

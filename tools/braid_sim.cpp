@@ -36,12 +36,15 @@ using braid::plan::Collective;
 
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
-    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus] [--root R] [--algo NAME] [--verify]\n"
+    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
+    "                 [--link-latency-ns N] [--link-mbps M] [--verify]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
     "--backend verbs: RDMA between every pair (one-sided algorithms over READ and WRITE)\n"
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
+    "--hosts H [--link-latency-ns N] [--link-mbps M]: ranks in H blocks of hosts; pairs within a host at\n"
+    "  the backend's costs, pairs across at the link's (default: the backend's; as BRAID_LINK_* at run time)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -70,7 +73,26 @@ struct Options {
   bool one_host = false;  // PlanArgs::topology.one_host
   bool rdma = false;      // PlanArgs::topology.rdma (--backend verbs)
   bool shared_cpus = false;  // PlanArgs::topology.shared_cpus
+  int hosts = 1;             // ranks in blocks over this many hosts (PlanArgs::topology.host_of)
+  std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
   std::optional<std::int64_t> count;
+
+  // Pair by pair: within a host the backend's costs, between hosts its
+  // link's, as the runtime prices a group that spans hosts.
+  braid::plan::LinkCosts links() const {
+    braid::plan::CostParams remote = rdma ? braid::plan::kRdma : braid::plan::kTcpLoopback;
+    if (link_latency_ns) {
+      remote.alpha_s = remote.signal_s = static_cast<double>(link_latency_ns) * 1e-9;
+      if (remote.peer_read_s > 0) remote.peer_read_s = 2 * remote.alpha_s;
+    }
+    if (link_mbps) {
+      remote.beta_s_per_byte = 8.0 / (static_cast<double>(link_mbps) * 1e6);
+      if (remote.peer_read_s_per_byte > 0) remote.peer_read_s_per_byte = remote.beta_s_per_byte;
+    }
+    std::vector<int> host_of;
+    for (int r = 0; r < ranks; ++r) host_of.push_back(static_cast<int>(static_cast<std::int64_t>(r) * hosts / ranks));
+    return braid::plan::link_costs(params, remote, host_of);
+  }
 };
 
 std::int64_t parse_int(const std::string& flag, const std::string& text) {
@@ -148,11 +170,18 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--plan") o.plan = true;
     else if (flag == "--one-host") o.one_host = true;
     else if (flag == "--shared-cpus") o.shared_cpus = true;
+    else if (flag == "--hosts") o.hosts = static_cast<int>(parse_int(flag, value()));
+    else if (flag == "--link-latency-ns") o.link_latency_ns = parse_int(flag, value());
+    else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
     else if (flag == "--verify") o.verify = true;
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
   }
   if (o.shared_cpus && !o.one_host) usage_error("--shared-cpus describes ranks of one host: add --one-host or --backend shm");
+  if (o.hosts < 1 || (o.ranks > 0 && o.hosts > o.ranks))
+    usage_error(fmt::format("--hosts {} must be between 1 and the number of ranks", o.hosts));
+  if (o.hosts > 1 && o.one_host) usage_error("--hosts above 1 contradicts --one-host (and --backend shm): use --backend tcp or verbs");
+  if (o.link_latency_ns < 0 || o.link_mbps < 0) usage_error("--link-latency-ns and --link-mbps take positive numbers");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;
@@ -171,6 +200,8 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.root = o.root;
   a.topology.one_host = o.one_host;
   a.topology.rdma = o.rdma;
+  for (int r = 0; o.hosts > 1 && r < o.ranks; ++r)
+    a.topology.host_of.push_back(static_cast<int>(static_cast<std::int64_t>(r) * o.hosts / o.ranks));
   a.topology.shared_cpus = o.shared_cpus;
   return a;
 }
@@ -192,10 +223,10 @@ std::int64_t count_for_bytes(const Options& o, std::int64_t bytes) {
 }
 
 int print_plan(const Options& o) {
-  const braid::plan::Algorithm* alg = braid::plan::choose(o.coll, make_args(o, *o.count), o.params, o.algo);
+  const braid::plan::Algorithm* alg = braid::plan::choose(o.coll, make_args(o, *o.count), o.links(), o.algo);
   const braid::plan::Plan plan = alg->build(make_args(o, *o.count));
   fmt::print("{}", braid::plan::to_string(plan));
-  fmt::print("predicted ({}): {:.2f} us\n", o.backend, braid::plan::predict_seconds(plan, o.params) * 1e6);
+  fmt::print("predicted ({}): {:.2f} us\n", o.backend, braid::plan::predict_seconds(plan, o.links()) * 1e6);
   const auto v = braid::plan::verify(plan);
   fmt::print("verify: {}\n", v.ok ? "ok" : "FAILED: " + v.error);
   return v.ok ? 0 : 1;
@@ -209,9 +240,9 @@ int sweep(const Options& o) {
     fmt::print(stderr, "braid-sim: no {} algorithm is registered\n", braid::plan::collective_name(o.coll));
     return 1;
   }
-  fmt::print("# {} over {} ranks, {} ({} bytes/element), backend {}: predicted time in us ('*' = chosen{})\n",
-             braid::plan::collective_name(o.coll), o.ranks, o.dtype, o.elem_size, o.backend,
-             o.verify ? ", '!' = verifier rejects" : "");
+  fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us ('*' = chosen{})\n",
+             braid::plan::collective_name(o.coll), o.ranks, o.hosts > 1 ? fmt::format(" on {} hosts", o.hosts) : "",
+             o.dtype, o.elem_size, o.backend, o.verify ? ", '!' = verifier rejects" : "");
   std::string head = fmt::format("{:>12} {:>12}", "bytes", "count");
   for (const auto* a : algs) head += fmt::format(" {:>20}", a->name);
   fmt::print("{}\n", head);
@@ -227,7 +258,7 @@ int sweep(const Options& o) {
     last_count = count;
     progress.show(fmt::format("braid-sim: {} bytes (up to {})", bytes, o.max_bytes));
     const auto args = make_args(o, count);
-    const braid::plan::Algorithm* chosen = braid::plan::choose(o.coll, args, o.params, o.algo);
+    const braid::plan::Algorithm* chosen = braid::plan::choose(o.coll, args, o.links(), o.algo);
     std::string row = fmt::format("{:>12} {:>12}", bytes, count);
     for (const auto* a : algs) {
       if (a->supports && !a->supports(args)) {
@@ -235,7 +266,7 @@ int sweep(const Options& o) {
         continue;
       }
       const braid::plan::Plan plan = a->build(args);
-      std::string cell = fmt::format("{:.2f}", braid::plan::predict_seconds(plan, o.params) * 1e6);
+      std::string cell = fmt::format("{:.2f}", braid::plan::predict_seconds(plan, o.links()) * 1e6);
       if (o.verify) {
         const auto v = braid::plan::verify(plan);
         if (!v.ok) {

@@ -85,6 +85,7 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
 void check_group_options(const std::string& backend, Millis timeout) {
   transports::check_backend(backend);
   algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
+  link_settings();   // and a bad BRAID_LINK_*
   if (timeout.count() <= 0)
     fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", timeout.count());
 }

@@ -7,6 +7,7 @@
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
 #include "src/device/device_staging.hpp"
+#include "src/runtime/plan_cache.hpp"
 
 namespace braid {
 
@@ -119,19 +120,22 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
   // local ranks out of each other's memory.
   g.shared_memory = hosts.size() <= 1 && transports::shares_host_memory(c.backend);
   g.window_kind = transports::window_kind(c.backend, static_cast<int>(hosts.size()));
+  g.host_shares_memory = transports::shares_host_memory(c.backend);
 }
 
 std::string group_signature(const Context& c, const detail::GroupImpl& g) {
   // Everything that must match on every rank for collectives to line up.
   const char* algo = std::getenv("BRAID_ALGO");
-  return fmt::format("ranks={};algo={};backend={}", ranks_text(g.ranks), algo ? algo : "", c.backend);
+  const LinkSettings link = link_settings();
+  return fmt::format("ranks={};algo={};backend={};link={}/{}", ranks_text(g.ranks), algo ? algo : "", c.backend,
+                     link.latency_s, link.s_per_byte);
 }
 
 std::string mismatch_text(const Context& c, const detail::GroupImpl& g, const std::string& mine,
                           const std::string& first) {
   return fmt::format("group {} does not match across ranks: rank {} has '{}' but another rank created it "
                      "with '{}'; every rank must call new_group with the same ranks in the same order, with "
-                     "the same backend and BRAID_ALGO", g.id, c.rank, mine, first);
+                     "the same backend, BRAID_ALGO and BRAID_LINK_*", g.id, c.rank, mine, first);
 }
 
 void agree_on_group(Context& c, detail::GroupImpl& g) {

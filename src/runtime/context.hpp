@@ -47,6 +47,9 @@ struct GroupImpl {
   // window_kind): "shm" when shared_memory, "verbs" under backend 'verbs',
   // empty when none does (message plans only).
   std::string window_kind;
+  // Members on one host talk through shared memory (prices a group that
+  // spans hosts pair by pair: plan_cache.hpp).
+  bool host_shares_memory = false;
   // One-sided plans (possible when window_kind is set): they run one at a
   // time, in issue order (a ticket taken at issue), on the group's window
   // (transports/one_sided.hpp).

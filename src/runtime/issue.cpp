@@ -127,6 +127,7 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   args.splits = std::move(c.splits);
   args.topology.one_host = g.shared_memory;
   args.topology.rdma = g.window_kind == "verbs";
+  args.topology.host_shares_memory = g.host_shares_memory;
   Engine& engine = *op_context(o).engine;
   args.topology.shared_cpus = g.shared_memory && engine.oversubscribed();
   args.topology.mapped_buffers = mapped;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "algorithms/cost_model.hpp"
@@ -19,10 +20,34 @@ const std::map<plan::Collective, std::string>& algo_overrides() {
   return parsed;
 }
 
+LinkSettings link_settings() {
+  static const LinkSettings s = [] {
+    LinkSettings v;
+    if (auto ns = env_integer("BRAID_LINK_LATENCY_NS", 1, 1000000000, "a latency in nanoseconds, 1 to 1e9"))
+      v.latency_s = static_cast<double>(*ns) * 1e-9;
+    if (auto mbps = env_integer("BRAID_LINK_MBPS", 1, 100000000, "a bandwidth in Mbit/s, 1 to 1e8"))
+      v.s_per_byte = 8.0 / (static_cast<double>(*mbps) * 1e6);
+    return v;
+  }();
+  return s;
+}
+
 namespace {
 
+// The costs between hosts: the backend's defaults, with what BRAID_LINK_*
+// says in their place.
+plan::CostParams remote_costs(const plan::CostParams& base) {
+  plan::CostParams c = base;
+  const LinkSettings s = link_settings();
+  if (s.latency_s > 0) c.alpha_s = c.signal_s = s.latency_s;
+  if (s.s_per_byte > 0) c.beta_s_per_byte = s.s_per_byte;
+  if (s.latency_s > 0 && c.peer_read_s > 0) c.peer_read_s = 2 * s.latency_s;  // a READ is a round trip
+  if (s.s_per_byte > 0 && c.peer_read_s_per_byte > 0) c.peer_read_s_per_byte = s.s_per_byte;
+  return c;
+}
+
 using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t,
-                       bool, bool, bool>;
+                       bool, bool, bool, bool>;
 
 // Which host each rank is on shapes the choice: groups of one size laid out
 // differently must not share a cached plan. A hash (FNV-1a) rather than a
@@ -61,9 +86,13 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     plan::PlanArgs full = args_in;
     if (host_of) full.topology.host_of = *host_of;
     const plan::PlanArgs& args = full;
+    // Per link: ranks of one host price their pairs as the transport between
+    // them (shared memory, or what the backend forces), pairs across hosts
+    // as the backend's link between hosts (TCP, or RDMA under 'verbs').
+    const plan::CostParams& between = args.topology.rdma ? plan::kRdma : plan::kTcpLoopback;
+    const plan::CostParams& within = shared_memory || args.topology.host_shares_memory ? plan::kSharedMemory : between;
     const plan::Algorithm* a =
-        plan::choose(args.coll, args,
-                     shared_memory ? plan::kSharedMemory : args.topology.rdma ? plan::kRdma : plan::kTcpLoopback, name);
+        plan::choose(args.coll, args, plan::link_costs(within, remote_costs(between), args.topology.host_of), name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));
     BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
                 args.nranks, args.count, args.root);
@@ -72,7 +101,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
                 shared_memory, args.topology.device_of, hash_of(host_of), args.topology.shared_cpus,
-                args.topology.mapped_buffers, args.topology.rdma};
+                args.topology.mapped_buffers, args.topology.rdma, args.topology.host_shares_memory};
   Cache& c = cache();
   {
     std::lock_guard lk(c.mu);

@@ -16,10 +16,23 @@ namespace braid {
 // value; init calls it so the error comes early).
 const std::map<plan::Collective, std::string>& algo_overrides();
 
+// The link between hosts as BRAID_LINK_LATENCY_NS and BRAID_LINK_MBPS set
+// it (0: not set, the backend's defaults stand), parsed once; throws
+// braid::Error naming the variable on a bad value (init calls it early).
+// Every rank must set them alike: they shape the plan choice, and the
+// group's signature carries them.
+struct LinkSettings {
+  double latency_s = 0;   // per message, one way
+  double s_per_byte = 0;  // inverse bandwidth
+};
+LinkSettings link_settings();
+
 // The compiled plan for `args` for group rank `rank`, with the algorithm
 // forced by `forced` (nullptr/empty: BRAID_ALGO, else the cost model's choice).
 // `shared_memory` picks the cost model's parameters (all members on one
-// host, talking through shared memory, or not).
+// host, talking through shared memory, or not); across hosts each pair is
+// priced by its link (algorithms/cost_model.hpp, LinkCosts), the link
+// between hosts as link_settings() says.
 // `host_of` (which host each group rank is on) is copied into the plan's
 // arguments only when a plan has to be built. (The hot path goes through
 // a per-thread cache in front of this one: issue.cpp, plan_for.)

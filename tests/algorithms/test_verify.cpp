@@ -506,6 +506,41 @@ TEST_CASE("cost model arithmetic on tiny plans", "[cost]") {
   }
 }
 
+TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]") {
+  const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
+  const CostParams remote{10e-6, 4e-9, 0.5e-9, 0.25e-9};
+  auto broadcast_to = [](int peer, std::vector<int> host_of) {
+    PlanArgs a = make_args(Collective::Broadcast, 4, 100, 0, 4);
+    a.topology.host_of = std::move(host_of);
+    PlanBuilder b(a, "t");
+    b.send(0, peer, out(0, 100));
+    b.recv(peer, 0, out(0, 100));
+    return b.finish();
+  };
+  const LinkCosts links{local, remote};
+  SECTION("a pair on one host pays the local link, a pair across hosts the remote one") {
+    CHECK(predict_seconds(broadcast_to(1, {0, 0, 1, 1}), links) == Approx(1e-6 + 400e-9));
+    CHECK(predict_seconds(broadcast_to(2, {0, 0, 1, 1}), links) == Approx(10e-6 + 1600e-9));
+  }
+  SECTION("one host, or no layout: the local link prices everything") {
+    CHECK(predict_seconds(broadcast_to(2, {0, 0, 0, 0}), links) == Approx(1e-6 + 400e-9));
+    CHECK(predict_seconds(broadcast_to(2, {}), links) == Approx(1e-6 + 400e-9));
+  }
+  SECTION("the choice follows the links: a two-host grid avoids crossing more than it must") {
+    // 2 hosts x 4 ranks, all_reduce of 64 MiB, a slow link between hosts:
+    // the plan chosen predicts no worse than any other under those links.
+    PlanArgs a = make_args(Collective::AllReduce, 8, 16 << 20, 0, 4);
+    a.topology.host_of = {0, 0, 0, 0, 1, 1, 1, 1};
+    const LinkCosts slow = link_costs(kSharedMemory, kTcpLoopback, a.topology.host_of);
+    const Algorithm* best = choose(Collective::AllReduce, a, slow);
+    const double t_best = predict_seconds(best->build(a), slow);
+    for (const Algorithm& alg : algorithms())
+      if (alg.coll == Collective::AllReduce && alg.automatic && (!alg.supports || alg.supports(a)))
+        CHECK(t_best <= predict_seconds(alg.build(a), slow));
+    CHECK(slow.local.fastbox_alpha_s == 0.0);  // no fast boxes across hosts
+  }
+}
+
 TEST_CASE("cost model: more bytes never cost less for the same plan", "[cost]") {
   std::vector<Plan> plans;
   for (int n : {2, 3, 8, 17}) {

@@ -135,13 +135,14 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
 
 Window::~Window() {
   // Peers may still READ our buffers and Scratch for the calls we
-  // completed; wait (bounded) until they have completed them too.
-  linger();
+  // completed; wait (bounded) until they have completed them too. Quietly:
+  // a destructor neither throws nor aborts the job (the host's check would
+  // do both for a peer that has already left, and the host may be gone).
   try {
-    drain_all();
-  } catch (const Error&) {
-    // A peer failed: its QP is in error and flushed; nothing to wait for.
+    linger();
+  } catch (...) {
   }
+  drain_all();
   for (auto& held : held_)
     for (RegCache::Entry* e : held) reg_->release(e);
 }
@@ -152,8 +153,10 @@ void Window::linger() {
   const auto end = Clock::now() + kLinger;
   for (;;) {
     bool waiting = false;
+    poll();
     for (int q = 0; q < size(); ++q)
-      if (q != me_ && ledger_.peer_completed(q, done) < done && !peer_gone(q)) waiting = true;
+      if (q != me_ && ledger_.peer_completed(q, done) < done && peers_[static_cast<std::size_t>(q)].error.empty())
+        waiting = true;
     if (!waiting || Clock::now() >= end) return;
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }

@@ -132,8 +132,10 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
   // Reaps completions; a failed one marks its peer gone.
   void poll();
   // Until nothing posted to `peer` is outstanding; throws naming it if it
-  // fails or does not complete within kOpTimeout.
-  void drain(int peer, const char* what);
+  // fails or does not complete within kOpTimeout. `ask_host`: also ask the
+  // host's check while waiting (never from the destructor).
+  void drain(int peer, const char* what, bool ask_host = true);
+  // The same for every peer, quietly: for the destructor.
   void drain_all();
   [[noreturn]] void peer_failed(int peer, const char* what) const;
   // A staging slot for a small WRITE, free (its last WRITE completed).

@@ -55,7 +55,7 @@ void Window::peer_failed(int peer, const char* what) const {
               rank);
 }
 
-void Window::drain(int peer, const char* what) {
+void Window::drain(int peer, const char* what, bool ask_host) {
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   const auto end = Clock::now() + kOpTimeout;
   for (unsigned k = 0; p.posted > 0; ++k) {
@@ -65,7 +65,7 @@ void Window::drain(int peer, const char* what) {
     if (k > 64) {
       // A peer that died with our WRITE in flight: on Soft-RoCE the WRITE
       // never fails, so ask the host (window.hpp, "Liveness").
-      if (const auto now = Clock::now(); now - p.last_check >= kProbeInterval) {
+      if (const auto now = Clock::now(); ask_host && now - p.last_check >= kProbeInterval) {
         p.last_check = now;
         check_alive_(world_rank(peer));
       }
@@ -80,7 +80,11 @@ void Window::drain(int peer, const char* what) {
 
 void Window::drain_all() {
   for (int q = 0; q < size(); ++q)
-    if (q != me_) drain(q, "finishing");
+    if (q != me_ && peers_[static_cast<std::size_t>(q)].error.empty()) try {
+        drain(q, "finishing", false);
+      } catch (const Error&) {
+        // Failed or timed out: its QP is torn down with the window anyway.
+      }
 }
 
 void Window::post(int peer, ibv_wr_opcode op, std::uint64_t local_addr, std::uint32_t lkey, std::uint64_t remote,

@@ -47,13 +47,18 @@ AsyncRunner::~AsyncRunner() {
   thread_.join();
 }
 
-void AsyncRunner::submit(std::function<void()> job) {
+void AsyncRunner::submit(std::function<void()> job) { (void)submit_claimable(std::move(job)); }
+
+std::shared_ptr<AsyncRunner::Job> AsyncRunner::submit_claimable(std::function<void()> fn) {
+  auto job = std::make_shared<Job>();
+  job->fn = std::move(fn);
   {
     std::lock_guard lk(mu_);
-    queue_.push_back(std::move(job));
+    queue_.push_back(job);
     queued_.store(queue_.size(), std::memory_order_release);
   }
   cv_.notify_one();
+  return job;
 }
 
 void AsyncRunner::loop() {
@@ -70,7 +75,10 @@ void AsyncRunner::loop() {
     queue_.pop_front();
     queued_.store(queue_.size(), std::memory_order_release);
     lk.unlock();
-    job();  // jobs catch their own errors into their Work
+    if (job->claim()) {  // else a waiter ran it
+      job->fn();  // jobs catch their own errors into their Work
+      job->fn = nullptr;
+    }
     lk.lock();
   }
 }
@@ -85,6 +93,14 @@ void CollectiveWork::finish(std::exception_ptr e) {
 }
 
 bool CollectiveWork::wait_until(Deadline until) {
+  // Not started yet, and the caller waits as long as the op may take: run it
+  // here (a wait with a shorter limit must return at that limit, so it
+  // leaves the op to the runner).
+  if (until.at >= op_deadline.at)
+    if (auto j = job.lock(); j && j->claim()) {
+      auto fn = std::move(j->fn);
+      fn();  // finishes this Work, with its error if it failed
+    }
   if (briefly([&] { return done.load(std::memory_order_acquire); })) {
     std::lock_guard lk(mu);  // err is read under it
     return true;

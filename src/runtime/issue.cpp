@@ -189,7 +189,8 @@ Work run(Call&& c, const OpOptions& o) {
   if (!ctx.runner) ctx.runner = std::make_unique<AsyncRunner>(ctx.runner_cpu);
   take();
   w->op_deadline = at.deadline;
-  ctx.runner->submit([w, c = std::move(c), compiled = compiled, at, engine = &engine, staging]() mutable {
+  w->job = ctx.runner->submit_claimable([w, c = std::move(c), compiled = compiled, at, engine = &engine,
+                                         staging]() mutable {
     try {
       run_issued(c, *compiled, at, *engine, staging.get(), true);
       w->finish(nullptr);

@@ -1,0 +1,83 @@
+// Async collectives and how they are waited for. An unbounded wait runs an
+// op that the async runner has not started on the waiting thread
+// (src/runtime/async_runner.hpp, Job::claim); a bounded one never does, so
+// it returns at its limit. Ops waited out of issue order, with some run by
+// the runner and some by the waiter, still meet their peers.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "tests/mp/harness.hpp"
+
+using namespace braid_test;
+using braid::ReduceOp;
+
+TEST_CASE("a bounded wait returns at its limit and leaves the op running", "[async]") {
+  // Rank 1 joins the all_reduce only after rank 0's wait_for has returned:
+  // a wait_for that ran the op itself would block until the op's timeout.
+  int go[2];
+  REQUIRE(::pipe(go) == 0);
+  auto res = run_ranks(2, [&](int rank, int) {
+    init_env();
+    std::vector<float> v(1024, static_cast<float>(rank + 1));
+    braid::OpOptions o;
+    o.timeout = std::chrono::seconds(20);
+    if (rank == 0) {
+      o.async_op = true;
+      braid::Work w = braid::all_reduce(braid::tensor(v), ReduceOp::Sum, o);
+      const auto t0 = std::chrono::steady_clock::now();
+      RANK_CHECK_MSG(!w.wait_for(std::chrono::milliseconds(100)), "the op completed without rank 1");
+      RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+      RANK_CHECK(!w.is_completed());
+      const char byte = 1;
+      RANK_CHECK(::write(go[1], &byte, 1) == 1);
+      w.wait();
+    } else {
+      char byte = 0;
+      RANK_CHECK(::read(go[0], &byte, 1) == 1);
+      braid::all_reduce(braid::tensor(v), ReduceOp::Sum, o);
+    }
+    for (float x : v) RANK_CHECK_MSG(x == 3.0f, "element " << x << ", expected 3");
+    braid::destroy_process_group();
+  });
+  ::close(go[0]);
+  ::close(go[1]);
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("async ops waited in reverse order all complete with the right results", "[async]") {
+  for (int n : {2, 4}) {
+    auto res = run_ranks(n, [](int rank, int world) {
+      init_env();
+      // Sizes that take fast boxes, one-sided plans and message plans; each
+      // op's buffer is its own.
+      const std::vector<std::int64_t> counts{2, 300, 4096, 1 << 18, 7, 1 << 16};
+      for (int round = 0; round < 3; ++round) {
+        std::vector<std::vector<float>> bufs;
+        std::vector<braid::Work> works;
+        braid::OpOptions o;
+        o.async_op = true;
+        for (std::size_t k = 0; k < counts.size(); ++k) {
+          bufs.emplace_back(static_cast<std::size_t>(counts[k]), static_cast<float>(rank + 1 + round));
+          if (k % 2 == 0) works.push_back(braid::all_reduce(braid::tensor(bufs.back()), ReduceOp::Sum, o));
+          else works.push_back(braid::broadcast(braid::tensor(bufs.back()), static_cast<int>(k) % world, o));
+        }
+        for (std::size_t k = works.size(); k-- > 0;) works[k].wait();
+        for (std::size_t k = 0; k < counts.size(); ++k) {
+          const float want = k % 2 == 0 ? static_cast<float>(world * (world + 1) / 2 + world * round)
+                                        : static_cast<float>(static_cast<int>(k) % world + 1 + round);
+          for (float x : bufs[k]) RANK_CHECK_MSG(x == want, "op " << k << " round " << round << ": " << x
+                                                                   << ", expected " << want);
+        }
+      }
+      braid::destroy_process_group();
+    });
+    INFO(n << " ranks: " << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}

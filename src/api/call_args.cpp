@@ -92,8 +92,8 @@ std::vector<Tensor> stage_list(Call& c, const std::vector<Tensor>& list, StageDi
   return staging_of(c).stage_list(list, dir, name);
 }
 
-ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t count, const Tensor& like,
-                   const char* name) {
+bool contiguous_list(Call& c, const std::vector<Tensor>& list, int n, std::int64_t count, const Tensor& like,
+                     const char* name) {
   if (static_cast<int>(list.size()) != n)
     fail(ErrorCode::InvalidArgument, "{}: {} has {} tensors: expected {} (the group size)", c.what, name,
          list.size(), n);
@@ -107,7 +107,13 @@ ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t
     if (static_cast<char*>(t.data) != static_cast<char*>(list[0].data) + static_cast<std::size_t>(i) * bytes)
       contiguous = false;
   }
-  if (contiguous && n > 0) return {static_cast<char*>(list[0].data), false};
+  return contiguous && n > 0;
+}
+
+ListView list_view(Call& c, const std::vector<Tensor>& list, int n, std::int64_t count, const Tensor& like,
+                   const char* name) {
+  if (contiguous_list(c, list, n, count, like, name)) return {static_cast<char*>(list[0].data), false};
+  const std::size_t bytes = static_cast<std::size_t>(count) * dtype_size(like.dtype);
   auto b = alloc(bytes * static_cast<std::size_t>(n));
   c.keep.push_back(b);
   return {b.get(), true};

@@ -64,8 +64,11 @@ std::function<void()> device_copy(const Call& c, void* dst, const void* src, std
 Tensor stage(Call& c, const Tensor& t, StageDir dir, const char* name);
 std::vector<Tensor> stage_list(Call& c, const std::vector<Tensor>& list, StageDir dir, const char* name);
 
-// A list of n tensors of `count` elements each: checked, and either used in
-// place (when it already is one contiguous block in order) or staged.
+// A list of n tensors of `count` elements each, checked: whether it already
+// is one contiguous block in order.
+bool contiguous_list(Call& c, const std::vector<Tensor>& list, int n, std::int64_t count, const Tensor& like,
+                     const char* name);
+// The same list, used in place when contiguous, else staged.
 struct ListView {
   char* base = nullptr;
   bool staged = false;

@@ -142,15 +142,19 @@ Work all_gather(const std::vector<Tensor>& outputs_arg, const Tensor& input_arg,
   const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   const int n = static_cast<int>(c.group->ranks.size());
-  ListView out = list_view(c, outputs, n, input.count, input, "outputs");
   c.dtype = input.dtype;
   c.count = input.count;
   c.buffers.input = input.data;
-  c.buffers.output = out.base;
   const std::size_t bytes = input.nbytes();
-  char* mine = out.base + static_cast<std::size_t>(c.group->my_rank) * bytes;
-  c.init_output = {mine, input.data, bytes};  // unless the plan copies it (Plan::reads_input)
-  if (out.staged) c.after = [=, outputs = outputs] { scatter_out(outputs, out.base, bytes); };
+  // Unless the plan copies it (Plan::reads_input): the own block.
+  c.init_output = {nullptr, input.data, bytes};
+  if (contiguous_list(c, outputs, n, input.count, input, "outputs")) {
+    c.buffers.output = outputs[0].data;
+    c.init_output.dst = static_cast<char*>(outputs[0].data) + static_cast<std::size_t>(c.group->my_rank) * bytes;
+  } else {
+    // Blocks in separate tensors: run() places them (Call::output_list).
+    for (const Tensor& t : outputs) c.output_list.push_back(static_cast<char*>(t.data));
+  }
   return run(std::move(c), o);
 }
 

@@ -61,6 +61,12 @@ struct Call {
   // plan is `device_algorithm`.
   int device = -1;
   const char* device_algorithm = nullptr;
+  // All-gather into a list of tensors that are not one block of memory:
+  // each rank's block goes to its own tensor. run() writes the blocks
+  // straight into them when the plan allows (CompiledPlan::output_in_blocks),
+  // else gathers into staging and copies out; the choice is this rank's
+  // alone (the plan is the same on every rank either way).
+  std::vector<char*> output_list;
 };
 
 

@@ -68,6 +68,23 @@ std::uint32_t call_shape(const plan::PlanArgs& a, const std::string& algorithm) 
 
 }  // namespace
 
+// All-gather: every span of this rank's Output that its own steps touch
+// lies inside one rank's block, and no peer reaches its Output (ExecBuffers,
+// output_blocks). A Get's src and a Put's dst are the peer's spans, not ours.
+bool output_stays_in_blocks(const CompiledPlan& c, const std::vector<plan::Step>& steps) {
+  const plan::PlanArgs& a = c.plan->args;
+  if (a.coll != plan::Collective::AllGather || a.count <= 0 || c.peers_use_output) return false;
+  auto inside = [&](const plan::Span& s) {
+    return s.buf != plan::Buf::Output || s.count == 0 || s.offset / a.count == (s.offset + s.count - 1) / a.count;
+  };
+  for (const auto& s : steps) {
+    const bool remote_src = s.kind == plan::StepKind::Get || s.kind == plan::StepKind::GetReduce;
+    const bool remote_dst = s.kind == plan::StepKind::Put;
+    if ((!remote_src && !inside(s.src)) || (!remote_dst && !inside(s.dst)) || !inside(s.acc)) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Plan> p, int rank, bool fastbox) {
   auto c = std::make_shared<CompiledPlan>();
   c->plan = std::move(p);
@@ -111,6 +128,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
         c->output_write_only = false;
     }
   }
+  c->output_in_blocks = output_stays_in_blocks(*c, steps);
   c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
   if (c->fastbox) c->order = straight_order(*c->plan, rank);
   c->shape = call_shape(c->plan->args, c->plan->algorithm);
@@ -389,7 +407,7 @@ void execute(Engine& engine, const ExecCall& call) {
   if (call.plan->runs_one_sided()) return execute_one_sided(engine, call);
   Runner r(engine, call);
   // Ranks of one host say in the group's window that they run this call as
-  // messages, for a peer that runs it through the window (Window::doing).
+  // messages, for a peer that runs it through the window (Ledger::doing).
   std::optional<Doing> doing;
   if (call.group->shared_memory && call.group->ranks.size() > 1) {
     r.window = &group_window(engine, *call.group, call.deadline);

@@ -41,6 +41,10 @@ struct CompiledPlan {
   // its own steps and not its peers; each write of it is final, so a large
   // one may bypass the cache (one_sided.cpp, streaming).
   bool output_write_only = false;
+  // All-gather: this rank's steps touch its Output only within one rank's
+  // block at a time, and no peer reaches it, so the blocks may be separate
+  // tensors (ExecBuffers::output_blocks: the list form, without staging).
+  bool output_in_blocks = false;
   // A message plan run over the window's fast boxes (plan.hpp,
   // fits_fastbox) by the one-sided runner: per step, where its message
   // starts in the pair's box (lines; -1 for local steps).
@@ -105,6 +109,11 @@ class StepSchedule {
 struct ExecBuffers {
   const void* input = nullptr;
   void* output = nullptr;
+  // Output as separate blocks of block_count elements each (nblocks of
+  // them), when the plan allows it (CompiledPlan::output_in_blocks).
+  char* const* output_blocks = nullptr;
+  std::int64_t block_count = 0;
+  std::int64_t nblocks = 0;
 };
 
 // Where a plan's span lies in this rank's memory (nullptr for a buffer the
@@ -113,7 +122,14 @@ inline char* span_ptr(const ExecBuffers& b, char* scratch, std::size_t elem, con
   char* base = nullptr;
   switch (s.buf) {
     case plan::Buf::Input: base = const_cast<char*>(static_cast<const char*>(b.input)); break;
-    case plan::Buf::Output: base = static_cast<char*>(b.output); break;
+    case plan::Buf::Output:
+      if (b.output_blocks) {
+        // An empty span may sit just past the last block: it stays there.
+        const std::int64_t blk = std::min(s.offset / b.block_count, b.nblocks - 1);
+        return b.output_blocks[blk] + static_cast<std::size_t>(s.offset - blk * b.block_count) * elem;
+      }
+      base = static_cast<char*>(b.output);
+      break;
     case plan::Buf::Scratch: base = scratch; break;
   }
   return base ? base + static_cast<std::size_t>(s.offset) * elem : nullptr;
@@ -138,7 +154,7 @@ struct ExecCall {
 };
 
 // What a peer must run alike for this call, as one word published with its
-// buffers, fast-box flags and Window::doing: the plan's shape (24 bits of
+// buffers, fast-box flags and Ledger::doing: the plan's shape (24 bits of
 // it) over this call's reduce op and dtype (4 bits each, + 1), which
 // plans shared between dtypes of one size do not include. A fast-box flag
 // word keeps its low 17 bits, the low byte whole, so a peer's dtype and op
@@ -169,7 +185,7 @@ Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window);
 Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call);
 // The window if it is made, else nullptr.
 onesided::Window* ready_window(detail::GroupImpl& g);
-// Which call this is, for Window::doing: its ticket (one-sided runner) or
+// Which call this is, for Ledger::doing: its ticket (one-sided runner) or
 // the tickets taken before it (message plans), and its sequence number
 // (message plans) or the sequence numbers taken before it (one-sided). Two
 // ranks running the same call agree on both whichever way each runs it, as
@@ -178,7 +194,7 @@ onesided::Window* ready_window(detail::GroupImpl& g);
 inline std::uint64_t call_identity(const ExecCall& c) {
   return std::uint64_t{1} << 63 | (c.ticket & 0x7fffffffu) << 32 | (c.seq & 0xffffffffu);
 }
-// Says in the window what this rank runs (Window::doing) while it lives.
+// Says in the window what this rank runs (Ledger::doing) while it lives.
 class Doing {
  public:
   Doing(onesided::Window& w, bool one_sided, const ExecCall& c) : w_(w.ledger()), one_sided_(one_sided) {

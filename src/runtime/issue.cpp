@@ -140,6 +140,31 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   return slot.plan;
 }
 
+// Call::output_list: the blocks straight into the list's tensors, or
+// through staging and copied out after.
+void place_list_output(Call& c, const CompiledPlan& p) {
+  const std::size_t bytes = static_cast<std::size_t>(c.count) * dtype_size(c.dtype);
+  const auto n = c.output_list.size();
+  const auto me = static_cast<std::size_t>(c.group->my_rank);
+  if (p.output_in_blocks) {
+    c.buffers.output = c.output_list[0];
+    c.buffers.output_blocks = c.output_list.data();
+    c.buffers.block_count = c.count;
+    c.buffers.nblocks = static_cast<std::int64_t>(n);
+    c.init_output.dst = c.output_list[me];
+    return;
+  }
+  Bytes b = alloc(bytes * n);
+  c.keep.push_back(b);
+  c.buffers.output = b.get();
+  c.init_output.dst = b.get() + me * bytes;
+  auto prev = std::move(c.after);
+  c.after = [list = c.output_list, base = b.get(), bytes, prev = std::move(prev)] {
+    for (std::size_t i = 0; i < list.size(); ++i) copy_bytes(list[i], base + i * bytes, bytes);
+    if (prev) prev();
+  };
+}
+
 }  // namespace
 
 Work run(Call&& c, const OpOptions& o) {
@@ -150,6 +175,7 @@ Work run(Call&& c, const OpOptions& o) {
   if (c.device >= 0 && (!compiled->plan->one_sided || compiled->steps().scratch_count > 0))
     fail(ErrorCode::Internal, "{}: algorithm {} is not a one-sided plan without Scratch, as device memory needs",
          c.what, compiled->plan->algorithm);
+  if (!c.output_list.empty()) place_list_output(c, *compiled);
   if (compiled->plan->reads_input) {
     if (c.coll != Collective::AllGather) c.buffers.input = c.contribution;  // all-gather's Input is it already
     c.init_output = {};

@@ -1,15 +1,18 @@
-// The executor for one-sided plans (Signal, Wait, Get, GetReduce, plus local
-// Copy and Reduce): ranks on one host reading each other's memory through
-// the group's shm::Window instead of exchanging messages. No engine mutex,
-// no matching, no system call on the fast path: a Signal is one store into
-// the peer's block, a Wait polls a counter in ours, a Get of shareable
-// memory is a load from a mapping. Buffers that are not shareable are read
-// with one process_vm_readv; a GetReduce from them goes through an
-// L2-sized bounce buffer so the reduction reads it from cache. A Put into a
-// peer is one process_vm_writev. On CUDA device memory the data steps go to
-// DeviceSteps (device_steps.hpp) instead; everything else here is the same.
+// The executor for one-sided plans (Signal, Wait, Get, GetReduce, Put, plus
+// local Copy and Reduce): ranks reading and writing each other's memory
+// through the group's window (transports/one_sided.hpp) instead of
+// exchanging messages. No engine mutex and no matching. The runner is a
+// template over the concrete window, looked up once per group, so its hot
+// loop makes no virtual call. On one host (shm::Window) a Signal is one
+// store into the peer's block, a Wait polls a counter in ours, a Get of
+// shareable memory is a load from a mapping (Window::map); other memory is
+// reached with the window's get and put (process_vm_readv and writev; RDMA
+// READ and WRITE on verbs::Window), a GetReduce through an L2-sized bounce
+// buffer so the reduction reads it from cache. On CUDA device memory the
+// data steps go to DeviceSteps (device_steps.hpp) instead; everything else
+// here is the same.
 //
-// It also runs message plans small enough for the window's fast boxes
+// It also runs message plans small enough for a one-host window's fast boxes
 // (plan.hpp, fits_fastbox): a Send copies its bytes into the pair's box in
 // the receiver's block, 56 to a line, and stores a flag word in the last 8
 // bytes of each line; a Recv polls the flag of the last line, then copies
@@ -17,10 +20,11 @@
 // bytes, so a small message is one cache line crossing cores, with no
 // signal and no descriptor.
 //
-// Why one file of ~750 lines: the runner's turn, wait, data and fast-box
-// steps share one hot loop and its per-call state; it is to be split along the
-// one-sided face (issue 16's remaining item: register, put/get, signal/wait,
-// the call ledger) when that face exists, not before.
+// Why one file of ~780 lines: the runner's turn, wait, data and fast-box
+// steps share one hot loop and its per-call state (one struct, compiled per
+// window). What belonged to the window (descriptors, signals, the ledger,
+// memory) has moved behind the face; what is left is one idea, running a
+// plan's steps, whose parts would each need the whole per-call state.
 #include <sched.h>
 
 #include <algorithm>

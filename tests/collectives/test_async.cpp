@@ -1,4 +1,5 @@
-// Async collectives and how they are waited for. An unbounded wait runs an
+// Async collectives and how they are waited for, and where all_gather's list
+// form puts its blocks. An unbounded wait runs an
 // op that the async runner has not started on the waiting thread
 // (src/runtime/async_runner.hpp, Job::claim); a bounded one never does, so
 // it returns at its limit. Ops waited out of issue order, with some run by
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/registry.hpp"
+#include "src/runtime/executor.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -80,4 +83,25 @@ TEST_CASE("async ops waited in reverse order all complete with the right results
     INFO(n << " ranks: " << describe(res));
     REQUIRE(all_ok(res));
   }
+}
+
+TEST_CASE("all_gather's list form writes straight into the list where the plan keeps to blocks", "[list]") {
+  // Which plans allow it: spans of Output within one rank's block, and no
+  // peer reaching this rank's Output.
+  auto in_blocks = [](const char* algo, int n, std::int64_t count, bool one_host) {
+    braid::plan::PlanArgs a;
+    a.coll = braid::plan::Collective::AllGather;
+    a.nranks = n;
+    a.count = count;
+    a.topology.one_host = one_host;
+    auto p = std::make_shared<const braid::plan::Plan>(braid::plan::find_algorithm(a.coll, algo)->build(a));
+    bool all = true;
+    for (int r = 0; r < n; ++r) all = all && braid::compile_plan(p, r)->output_in_blocks;
+    return all;
+  };
+  CHECK(in_blocks("ring", 4, 1000, false));
+  CHECK(in_blocks("staged", 2, 1 << 20, true));
+  CHECK(in_blocks("peer_read", 4, 1000, true));
+  CHECK_FALSE(in_blocks("recursive_doubling", 4, 1000, false));  // sends several blocks in one message
+  CHECK_FALSE(in_blocks("bruck", 4, 1000, false));
 }

@@ -148,7 +148,8 @@ void case_allgather(Ctx& c, const std::string& algo, DType dt, std::int64_t coun
   braid::Work w;
   std::vector<Buf> outs;
   if (list) {
-    // Separate buffers: exercises the staging path.
+    // Separate buffers: written block by block where the plan allows
+    // (CompiledPlan::output_in_blocks), else staged and copied out.
     for (int r = 0; r < n; ++r) outs.emplace_back(dt, count);
     std::vector<Tensor> ts;
     for (auto& o : outs) ts.push_back(o.t());
@@ -162,6 +163,7 @@ void case_allgather(Ctx& c, const std::string& algo, DType dt, std::int64_t coun
       const double got = list ? outs[static_cast<std::size_t>(r)].at(i) : out.at(r * count + i);
       expect_eq(dt, got, input_value(c.members[static_cast<std::size_t>(r)], i, ReduceOp::Sum, c.salt), ReduceOp::Sum, what, r * count + i);
     }
+  for (const Buf& o : outs) RANK_CHECK_MSG(o.bytes.back() == 0xA5, what << ": wrote past the end of a block");
   if (!list) c.mix(out, count * n);
 }
 

@@ -17,23 +17,20 @@ void Ledger::bind(LedgerBlock* mine, std::vector<const LedgerBlock*> peers, Mirr
   mirror_ = mirror;
 }
 
-void Ledger::publish(int parity, int which, const BufDesc& d) {
-  // Most calls describe the same buffers as two calls ago: leaving the line
-  // untouched keeps it cached in the peers that read it (and sends nothing).
-  BufDesc& slot = mine_->desc[parity][which];
-  if (std::memcmp(&slot, &d, sizeof d) == 0) return;
-  slot = d;
+// Most calls describe the same buffers as two calls ago: leaving the line
+// untouched keeps it cached in the peers that read it (and sends nothing).
+template <class T>
+void Ledger::store_if_changed(T& slot, const T& value) {
+  if (std::memcmp(&slot, &value, sizeof value) == 0) return;
+  slot = value;
   pushed(&slot, sizeof slot);
 }
+
+void Ledger::publish(int parity, int which, const BufDesc& d) { store_if_changed(mine_->desc[parity][which], d); }
 
 BufDesc Ledger::peer_desc(int peer, int parity, int which) const { return of(peer).desc[parity][which]; }
 
-void Ledger::publish_ipc(int parity, int which, const IpcDesc& d) {
-  IpcDesc& slot = mine_->ipc[parity][which];
-  if (std::memcmp(&slot, &d, sizeof d) == 0) return;
-  slot = d;
-  pushed(&slot, sizeof slot);
-}
+void Ledger::publish_ipc(int parity, int which, const IpcDesc& d) { store_if_changed(mine_->ipc[parity][which], d); }
 
 IpcDesc Ledger::peer_ipc(int peer, int parity, int which) const { return of(peer).ipc[parity][which]; }
 

@@ -168,6 +168,8 @@ class Ledger {
     if (mirror_) mirror_->push(field, bytes, ordered);
   }
   const LedgerBlock& of(int peer) const { return *peers_[static_cast<std::size_t>(peer)]; }
+  template <class T>
+  void store_if_changed(T& slot, const T& value);
 
   int n_, me_;
   LedgerBlock* mine_ = nullptr;

@@ -141,6 +141,9 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
   // A staging slot for a small WRITE, free (its last WRITE completed).
   int take_slot();
   void check_remote(int peer, const onesided::BufDesc& d, std::uint64_t addr, std::size_t bytes) const;
+  // One READ (into local) or WRITE (from local) of a described range, waited for.
+  void transfer(int peer, ibv_wr_opcode op, const onesided::BufDesc& d, std::uint64_t addr, const void* local,
+                std::size_t bytes);
   void linger();
 
   std::function<void(int)> check_alive_;

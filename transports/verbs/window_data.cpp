@@ -237,16 +237,19 @@ void Window::check_remote(int peer, const onesided::BufDesc& d, std::uint64_t ad
               "RDMA window: rank {} described a buffer outside its registered memory", world_rank(peer));
 }
 
-void Window::get(int peer, const onesided::BufDesc& d, std::uint64_t addr, void* dst, std::size_t bytes) {
+void Window::transfer(int peer, ibv_wr_opcode op, const onesided::BufDesc& d, std::uint64_t addr, const void* local,
+                      std::size_t bytes) {
   if (bytes == 0) return;
   check_remote(peer, d, addr, bytes);
-  RegCache::Entry* e = reg_->acquire(dst, bytes, kAccess);
+  RegCache::Entry* e = reg_->acquire(local, bytes, kAccess);
   try {
     const std::size_t chunk = std::min<std::size_t>(dev_->port_attr.max_msg_sz, std::size_t{1} << 30);
     for (std::size_t off = 0; off < bytes; off += chunk)
-      post(peer, IBV_WR_RDMA_READ, reinterpret_cast<std::uint64_t>(dst) + off, e->lkey(), addr + off, d.rkey,
+      post(peer, op, reinterpret_cast<std::uint64_t>(local) + off, e->lkey(), addr + off, d.rkey,
            std::min(chunk, bytes - off), tag(peer, kData));
-    drain(peer, "reading its memory");
+    // Complete before returning: a READ's bytes are then here, and a
+    // WRITE's source may be overwritten next.
+    drain(peer, op == IBV_WR_RDMA_READ ? "reading its memory" : "writing its memory");
   } catch (...) {
     reg_->release(e);
     throw;
@@ -254,22 +257,12 @@ void Window::get(int peer, const onesided::BufDesc& d, std::uint64_t addr, void*
   reg_->release(e);
 }
 
+void Window::get(int peer, const onesided::BufDesc& d, std::uint64_t addr, void* dst, std::size_t bytes) {
+  transfer(peer, IBV_WR_RDMA_READ, d, addr, dst, bytes);
+}
+
 void Window::put(int peer, const onesided::BufDesc& d, std::uint64_t addr, const void* src, std::size_t bytes) {
-  if (bytes == 0) return;
-  check_remote(peer, d, addr, bytes);
-  RegCache::Entry* e = reg_->acquire(src, bytes, kAccess);
-  try {
-    const std::size_t chunk = std::min<std::size_t>(dev_->port_attr.max_msg_sz, std::size_t{1} << 30);
-    for (std::size_t off = 0; off < bytes; off += chunk)
-      post(peer, IBV_WR_RDMA_WRITE, reinterpret_cast<std::uint64_t>(src) + off, e->lkey(), addr + off, d.rkey,
-           std::min(chunk, bytes - off), tag(peer, kData));
-    // Complete before returning: the caller may overwrite src next.
-    drain(peer, "writing its memory");
-  } catch (...) {
-    reg_->release(e);
-    throw;
-  }
-  reg_->release(e);
+  transfer(peer, IBV_WR_RDMA_WRITE, d, addr, src, bytes);
 }
 
 // --- liveness ---------------------------------------------------------------------

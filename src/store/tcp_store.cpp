@@ -4,6 +4,11 @@
 // failure mid-request -- a timeout of a parked GET/WAIT included -- closes the
 // connection, because a late reply would otherwise be read as the answer to
 // the next request; the next call reconnects.
+//
+// Every new connection is first asked for its key count, with an answer due
+// within kProbeLimit: a Braid store answers at once, while something else on
+// the port (a web server waiting for a request line that never comes) would
+// otherwise hold every rank's init for its whole timeout without a word.
 #include <mutex>
 
 #include "src/common/errors.hpp"
@@ -12,6 +17,10 @@
 #include "src/store/store_wire.hpp"
 
 namespace braid::store {
+
+namespace {
+constexpr Millis kProbeLimit{5000};
+}  // namespace
 
 using wire::Field;
 using wire::Op;
@@ -36,6 +45,48 @@ struct TcpStore::Impl {
     } catch (const Error& e) {
       fail(ErrorCode::Store, "{} is unreachable: {}", what, e.what());
     }
+    const auto limit = std::min(kProbeLimit, std::chrono::duration_cast<Millis>(deadline.at - Clock::now()));
+    probe(Deadline::after(limit), limit);
+  }
+
+  // The first exchange on a new connection: NumKeys, whose reply is one
+  // 8-byte field. Anything else, or nothing in time, is not a Braid store.
+  void probe(Deadline deadline, Millis limit) {
+    Bytes frame;
+    wire::encode(frame, static_cast<std::uint16_t>(Op::NumKeys), {});
+    auto not_a_store = [&](const std::string& why) {
+      sock.reset();
+      fail(ErrorCode::Store,
+           "{} is not a Braid store: {} (is another service listening on that port? check MASTER_ADDR and "
+           "MASTER_PORT)", what, why);
+    };
+    try {
+      net::write_all(sock.get(), frame.data(), frame.size(), deadline, what);
+      std::uint8_t hdr[wire::kHeaderSize];
+      net::read_all(sock.get(), hdr, sizeof hdr, deadline, what);
+      auto h = wire::decode_header(hdr);
+      if (!h || h->code > static_cast<std::uint16_t>(wire::Status::Error) || h->nfields != 1 || h->body_len > 4096)
+        not_a_store(fmt::format("it answered '{}'", printable(hdr, sizeof hdr)));
+      Bytes body(h->body_len);
+      net::read_all(sock.get(), body.data(), body.size(), deadline, what);
+      std::vector<Field> views;
+      if (h->code == static_cast<std::uint16_t>(wire::Status::Error) &&
+          wire::decode_fields(body.data(), body.size(), h->nfields, views)) {
+        sock.reset();  // a Braid store that refuses us (its bounds), with its reason
+        fail(ErrorCode::Store, "{} refused the connection: {}", what, wire::field_str(views[0]));
+      }
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Store && !sock.valid()) throw;
+      not_a_store(e.code() == ErrorCode::Timeout
+                      ? fmt::format("it did not answer a request within {} ms", limit.count())
+                      : std::string(e.what()));
+    }
+  }
+
+  static std::string printable(const std::uint8_t* p, std::size_t n) {
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i) s += p[i] >= 0x20 && p[i] < 0x7f ? static_cast<char>(p[i]) : '.';
+    return s;
   }
 
   // What a successful reply must hold: `nfields` fields, the first of `size`

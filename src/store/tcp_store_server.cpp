@@ -177,7 +177,13 @@ void TcpStoreServer::Impl::accept_all() {
     }
     if (conns_.size() >= max_conns_) {
       // Over the cap: refused at once, so a flood of connections cannot
-      // take the server's fds and memory from the job's ranks.
+      // take the server's fds and memory from the job's ranks. One error
+      // frame first (it fits any socket buffer), so a client says why.
+      Bytes frame;
+      const std::string why = fmt::format("store full: it serves at most {} connections (BRAID_STORE_MAX_CONNECTIONS)",
+                                          max_conns_);
+      wire::encode(frame, static_cast<std::uint16_t>(Status::Error), {wire::field(why)});
+      (void)::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
       if (!refusing_)
         BRAID_WARN("store server on port {}: refusing connections beyond {} (BRAID_STORE_MAX_CONNECTIONS)", port_,

@@ -357,8 +357,9 @@ TEST_CASE("The store's bounds: keys, bytes and connections", "[store][tcp]") {
   auto b = fx.client(), c = fx.client();
   b->set("k1", to_bytes("b"));
   c->set("k2", to_bytes("c"));
-  auto d = fx.client(2s);
-  CHECK(error_of([&] { d->get("k1"); }).code() == ErrorCode::Store);
+  e = error_of([&] { fx.client(2s)->get("k1"); });
+  CHECK(e.code() == ErrorCode::Store);
+  CHECK_THAT(e.what(), Catch::Contains("BRAID_STORE_MAX_CONNECTIONS"));
   // The store goes on serving the others.
   CHECK(to_string(b->get("k2")) == "c");
   CHECK(a->num_keys() == 5);
@@ -530,6 +531,45 @@ TEST_CASE("Malformed requests close only their connection", "[store][tcp]") {
   auto fresh = fx.client(1s);
   fresh->set("after", to_bytes("2"));
   CHECK(to_string(good->get("after", 1s)) == "2");
+}
+
+TEST_CASE("A port served by something that is not a Braid store fails within seconds, saying so", "[store][tcp]") {
+  // A listener in this process: it accepts, reads what it is sent, then
+  // either answers like a web server or says nothing at all.
+  braid::Fd lsock = braid::net::listen_on(braid::net::resolve(kHost, 0));
+  const int port = braid::net::local_address(lsock.get()).port();
+  std::atomic<bool> answer{true};
+  std::jthread fake([&](std::stop_token stop) {
+    std::vector<braid::Fd> held;
+    while (!stop.stop_requested()) {
+      pollfd p{lsock.get(), POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      braid::Fd c(::accept(lsock.get(), nullptr, nullptr));
+      char buf[256];
+      (void)::recv(c.get(), buf, sizeof buf, 0);
+      if (answer) {
+        const char reply[] = "HTTP/1.0 400 Bad Request\r\n\r\n";
+        (void)::send(c.get(), reply, sizeof reply - 1, MSG_NOSIGNAL);
+      } else {
+        held.push_back(std::move(c));  // silent, connection open
+      }
+    }
+  });
+  SECTION("one that answers something else") {
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = error_of([&] { TcpStore c(kHost, port, 30s); });
+    CHECK(e.code() == ErrorCode::Store);
+    CHECK(contains(e, "is not a Braid store"));
+    CHECK(contains(e, "HTTP/1.0"));
+    CHECK(contains(e, "MASTER_PORT"));
+    CHECK(ms_since(t0) < 2000);
+  }
+  SECTION("one that never answers: at most the probe's limit, not the whole timeout") {
+    answer = false;
+    auto e = error_of([&] { TcpStore c(kHost, port, 1500ms); });
+    CHECK(e.code() == ErrorCode::Store);
+    CHECK(contains(e, "did not answer a request within"));
+  }
 }
 
 TEST_CASE("A client whose server died gets ErrorCode::Store", "[store][tcp]") {

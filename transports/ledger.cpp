@@ -53,7 +53,8 @@ std::uint64_t Ledger::peer_doing(int peer, bool one_sided) const {
 }
 
 std::uint32_t Ledger::peer_doing_shape(int peer) const {
-  return of(peer).doing_shape.load(std::memory_order_relaxed);
+  // Acquire: ordered before a later look at the identity (one_sided.cpp).
+  return of(peer).doing_shape.load(std::memory_order_acquire);
 }
 
 void Ledger::completed(std::uint64_t calls) {

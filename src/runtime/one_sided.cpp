@@ -649,9 +649,16 @@ struct OneSidedRunner {
         if (w.ledger().peer_doing(p.peer, false) == call_identity(call))
           throw runs_otherwise(call, w.world_rank(p.peer), false);
         // It runs this call on the window too, but with other arguments
-        // (its plan may never send what we wait for).
-        if (w.ledger().peer_doing(p.peer, true) == call_identity(call) && w.ledger().peer_doing_shape(p.peer) != shape_of(call))
-          throw other_arguments(p.peer, w.ledger().peer_doing_shape(p.peer));
+        // (its plan may never send what we wait for). The identity is read
+        // again after the shape: a peer that has just finished this call and
+        // started the next one writes the next shape before the next
+        // identity, so a shape read between the two identities may be the
+        // next call's; only a shape seen while the identity stayed ours is.
+        if (w.ledger().peer_doing(p.peer, true) == call_identity(call)) {
+          const std::uint32_t theirs = w.ledger().peer_doing_shape(p.peer);
+          if (theirs != shape_of(call) && w.ledger().peer_doing(p.peer, true) == call_identity(call))
+            throw other_arguments(p.peer, theirs);
+        }
       }
       e.check_abort();
       if (call.deadline.expired()) timed_out();

@@ -24,7 +24,8 @@
 // Implementations: transports/shm/window.* (one host: mappings and
 // process_vm_readv, futex doorbells) and transports/verbs/window.* (RDMA READ
 // and WRITE, a signal word written by the peer). The registry
-// (registry.hpp, make_window) is the only place that names them.
+// (registry.cpp, make_window; window_kinds.hpp, with_window) is the only
+// place that names them.
 //
 // The one-sided runner (src/runtime/one_sided.cpp) is a template over the
 // concrete window, so the hot loop pays no virtual call; everything else

@@ -351,13 +351,13 @@ struct Runner {
           look_at_peers();
           continue;
         }
-        std::string peers;
+        std::vector<int> peers;
         for (Request* r : inflight_reqs)
-          if (!r->done.load()) peers += (peers.empty() ? "" : ", ") + std::to_string(r->peer);
+          if (!r->done.load()) peers.push_back(r->peer);
         auto err = std::make_exception_ptr(Error(
             ErrorCode::Timeout,
             fmt::format("{} timed out after {} ms waiting for rank(s) {}", call.what,
-                        call.timeout.count(), peers),
+                        call.timeout.count(), rank_list(peers)),
             inflight_reqs.empty() ? -1 : inflight_reqs[0]->peer));
         abandon(err);
         std::rethrow_exception(err);
@@ -394,6 +394,14 @@ Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window) {
                            call.what, peer, peer_through_window ? window : messages,
                            peer_through_window ? messages : window),
                peer);
+}
+
+std::string rank_list(std::vector<int> ranks) {
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
 }
 
 Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call) {

@@ -175,6 +175,9 @@ void execute_one_sided(Engine& engine, const ExecCall& call);
 // a rank running a call as messages must be visible to a peer that runs it
 // through the window (Ledger::doing).
 onesided::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// "1, 3": the distinct ranks, ascending, for "waiting for rank(s) ..."
+// (several requests or waits on one peer name it once).
+std::string rank_list(std::vector<int> ranks);
 // The error for a peer (world rank) that runs this call the other way: on
 // the engine as messages, or through the group's window (it passed other
 // counts, so its plan is of the other kind).

@@ -564,12 +564,12 @@ struct OneSidedRunner {
   }
 
   [[noreturn]] void timed_out() {
-    std::string peers;
-    for (const Pending& p : pending) peers += (peers.empty() ? "" : ", ") + std::to_string(w.world_rank(p.peer));
+    std::vector<int> peers;
+    for (const Pending& p : pending) peers.push_back(w.world_rank(p.peer));
     throw Error(ErrorCode::Timeout,
-                fmt::format("{} timed out after {} ms waiting for rank(s) {} (through shared memory; a rank that "
+                fmt::format("{} timed out after {} ms waiting for rank(s) {} (through the {} window; a rank that "
                             "passed other counts than this one may run the call as messages instead)",
-                            call.what, call.timeout.count(), peers),
+                            call.what, call.timeout.count(), rank_list(peers), w.transport()),
                 w.world_rank(pending.front().peer));
   }
 

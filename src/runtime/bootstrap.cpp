@@ -24,10 +24,33 @@ std::uint64_t random_u64() {
   return v | 1;  // never 0
 }
 
+std::string claim_key(int rank) { return fmt::format("claim/{}", rank); }
+
+// Each rank claims its number in the store before it reads or writes
+// anything else there. A second job started on the same MASTER_PORT (whose
+// rank 0 then finds the port taken and uses the store already serving it),
+// or two processes started as the same rank, would otherwise join the first
+// job's rendezvous and both jobs would die as "rank N failed". The claim is
+// given back at teardown; a job that crashed leaves its claims behind, which
+// only a store that outlives it (braid-store, a file) keeps.
+void claim_rank(store::Store& st, int rank, const std::string& where) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string mine = fmt::format("{} pid {} ({:x})", host, ::getpid(), random_u64());
+  const std::string got = store::to_string(st.compare_set(claim_key(rank), {}, store::to_bytes(mine)));
+  if (got != mine)
+    fail(ErrorCode::InvalidArgument,
+         "rank {} is already taken in the job at {} (by {}): another job uses the same store (MASTER_ADDR and "
+         "MASTER_PORT, or init file), or two processes were started as rank {}; give each job its own port or "
+         "file (or group_name)",
+         rank, where, got.substr(0, 120), rank);
+}
+
 }  // namespace
 
 void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> st, int rank, int world,
                const std::string& store_host) {
+  claim_rank(*st, rank, store_host.empty() ? std::string("this store") : "the store on " + store_host);
   // One job id, chosen by rank 0, lets sockets reject strays from other jobs.
   std::uint64_t job_id;
   if (rank == 0) {
@@ -104,6 +127,7 @@ void teardown(Context& c) {
   const bool aborted = c.engine->aborted();
   c.engine->shutdown();
   try {
+    (void)c.store->delete_key(claim_key(c.rank));  // the number is free again (bootstrap, claim_rank)
     const auto left = c.store->add("left", 1);
     // The host keeps the store up until everyone has left (bounded), since
     // the others still read it to detect failures.

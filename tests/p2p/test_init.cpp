@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -112,6 +113,40 @@ TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart",
     // My partner is the other process of my own job.
     RANK_CHECK(got == (rank < 2 ? 1 - rank : 5 - rank));
   });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("a second job on the same MASTER_PORT fails at once, and the first goes on", "[init][errors]") {
+  // Processes 0 and 1 are a job of two; process 2, started with the same
+  // MASTER_ADDR and MASTER_PORT as rank 1 of a job of two, is a stranger.
+  int ready[2], done[2];
+  REQUIRE(::pipe(ready) == 0);
+  REQUIRE(::pipe(done) == 0);
+  auto res = run_ranks(3, [&](int rank, int) {
+    ::setenv("WORLD_SIZE", "2", 1);
+    char byte = 1;
+    if (rank == 2) {
+      RANK_CHECK(::read(ready[0], &byte, 1) == 1);  // the job is up
+      ::setenv("RANK", "1", 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      expect_error([] { init_env(); }, ErrorCode::InvalidArgument, "rank 1 is already taken");
+      RANK_CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+      RANK_CHECK(::write(done[1], &byte, 1) == 1);
+      return;
+    }
+    init_env();
+    if (rank == 0) {
+      RANK_CHECK(::write(ready[1], &byte, 1) == 1);
+      RANK_CHECK(::read(done[0], &byte, 1) == 1);  // the stranger was refused
+    }
+    // The job goes on: both ranks meet in an all_reduce after the refusal.
+    std::vector<float> v(16, static_cast<float>(rank + 1));
+    braid::all_reduce(braid::tensor(v));
+    for (float x : v) RANK_CHECK(x == 3.0f);
+    braid::destroy_process_group();
+  });
+  for (int fd : {ready[0], ready[1], done[0], done[1]}) ::close(fd);
   INFO(describe(res));
   REQUIRE(all_ok(res));
 }

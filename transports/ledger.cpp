@@ -77,8 +77,15 @@ bool Ledger::all_completed(std::uint64_t need) {
   return true;
 }
 
-bool Ledger::single_region(std::size_t bytes) {
-  return (bytes + kLine - 1) / kLine * kLine > kSplitScratchBytes;
+bool Ledger::single_region(std::size_t bytes) { return line_round(bytes) > kSplitScratchBytes; }
+
+std::size_t Ledger::region_to_grow(std::size_t bytes, std::size_t current) {
+  const std::size_t need = single_region(bytes) ? line_round(bytes) : 2 * line_round(bytes);
+  return current >= need ? 0 : std::max(need, 2 * current);
+}
+
+std::size_t Ledger::half_offset(std::size_t bytes, int parity, std::size_t region) {
+  return single_region(bytes) ? 0 : static_cast<std::size_t>(parity) * (region / 2 / kLine * kLine);
 }
 
 std::uint64_t Ledger::writable_after(std::size_t bytes, std::uint64_t ticket) {

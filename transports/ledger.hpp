@@ -35,6 +35,7 @@
 namespace braid::onesided {
 
 inline constexpr std::size_t kLine = 64;
+inline std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
 
 // BufDesc::fd: the buffer is in the owner's window block (shared memory).
 inline constexpr std::int32_t kInBlock = -2;
@@ -155,6 +156,15 @@ class Ledger {
   // rules above). Called once per call.
   std::uint64_t writable_after(std::size_t bytes, std::uint64_t ticket);
   static bool single_region(std::size_t bytes);
+  // Large Scratch, in a region of a window's own (above what its block
+  // holds): the size a new region must have for `bytes` per call when the
+  // current one has `current` bytes, or 0 when that one fits. A new one is at
+  // least twice the old, so the retired ones a window keeps until no peer
+  // reads them never sum to more than the current region.
+  static std::size_t region_to_grow(std::size_t bytes, std::size_t current);
+  // Where this call's half starts in a region of `region` bytes (both
+  // parities share offset 0 above kSplitScratchBytes, writable_after()).
+  static std::size_t half_offset(std::size_t bytes, int parity, std::size_t region);
   // Cumulative waits satisfied per peer (the runner advances it and
   // compares with Window::received()).
   std::vector<std::uint32_t>& consumed() { return consumed_; }

@@ -11,6 +11,7 @@
 namespace braid::shm {
 
 using onesided::kLine;
+using onesided::line_round;
 
 struct Window::Header {
   std::uint64_t magic;
@@ -23,7 +24,6 @@ struct Window::Header {
   onesided::LedgerBlock ledger;
 };
 
-inline std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / kLine * kLine; }
 inline std::size_t header_size() { return line_round(sizeof(Window::Header)); }
 // A block of n ranks, in order: the header, a signal line per peer, two
 // halves of block Scratch, then the fast boxes (kBoxSlots per writer).

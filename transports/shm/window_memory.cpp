@@ -132,8 +132,7 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
   });
   *desc = BufDesc{};
   if (bytes == 0) return nullptr;
-  const std::size_t half = line_round(bytes);
-  if (half <= kBlockScratchBytes) {
+  if (line_round(bytes) <= kBlockScratchBytes) {
     char* p = static_cast<char*>(own_) + block_scratch_offset(size()) + static_cast<std::size_t>(parity) * kBlockScratchBytes;
     desc->addr = reinterpret_cast<std::uint64_t>(p);
     desc->bytes = bytes;
@@ -142,18 +141,13 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, BufDe
     desc->size = block_bytes_;
     return p;
   }
-  const bool single = onesided::Ledger::single_region(bytes);  // writable_after() made it safe
-  const std::size_t need = single ? half : 2 * half;
-  if (scratch_.size < need) {
+  if (const std::size_t grow = onesided::Ledger::region_to_grow(bytes, scratch_.size)) {
     // A peer may still read the old halves (the call before this one):
-    // keep them. Sizes at least double, so the kept ones never sum to more
-    // than the current allocation.
-    const std::size_t want = std::max(need, 2 * scratch_.size);
+    // keep them until it cannot.
     if (scratch_.size) retired_.push_back({scratch_, ticket});
-    scratch_ = shared_alloc(want, "one-sided scratch");
+    scratch_ = shared_alloc(grow, "one-sided scratch");
   }
-  const std::size_t half_size = scratch_.size / 2 / kLine * kLine;
-  char* p = reinterpret_cast<char*>(scratch_.base) + (single ? 0 : static_cast<std::size_t>(parity) * half_size);
+  char* p = reinterpret_cast<char*>(scratch_.base) + onesided::Ledger::half_offset(bytes, parity, scratch_.size);
   desc->addr = reinterpret_cast<std::uint64_t>(p);
   desc->bytes = bytes;
   desc->fd = scratch_.fd;

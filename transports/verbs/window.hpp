@@ -137,6 +137,9 @@ class Window final : public onesided::Window, private onesided::Ledger::Mirror {
   void drain(int peer, const char* what, bool ask_host = true);
   // The same for every peer, quietly: for the destructor.
   void drain_all();
+  // The host's check (the constructor's check_alive) for `peer`, at most
+  // every kProbeInterval; throws naming the peer if the host knows it gone.
+  void ask_host_now_and_then(int peer);
   [[noreturn]] void peer_failed(int peer, const char* what) const;
   // A staging slot for a small WRITE, free (its last WRITE completed).
   int take_slot();

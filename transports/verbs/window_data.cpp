@@ -65,10 +65,7 @@ void Window::drain(int peer, const char* what, bool ask_host) {
     if (k > 64) {
       // A peer that died with our WRITE in flight: on Soft-RoCE the WRITE
       // never fails, so ask the host (window.hpp, "Liveness").
-      if (const auto now = Clock::now(); ask_host && now - p.last_check >= kProbeInterval) {
-        p.last_check = now;
-        check_alive_(world_rank(peer));
-      }
+      if (ask_host) ask_host_now_and_then(peer);
       if (Clock::now() >= end)
         fail_peer(ErrorCode::Timeout, world_rank(peer), "RDMA window: {} at rank {} did not complete in {} s", what,
                   world_rank(peer), std::chrono::duration_cast<std::chrono::seconds>(kOpTimeout).count());
@@ -198,28 +195,24 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, onesi
   std::erase_if(retired_, [&](const Retired& r) { return ledger_.all_completed(r.until); });
   *desc = onesided::BufDesc{};
   if (bytes == 0) return nullptr;
-  const std::size_t half = (bytes + onesided::kLine - 1) / onesided::kLine * onesided::kLine;
   char* p = nullptr;
-  if (half <= kBlockScratchBytes) {
+  if (onesided::line_round(bytes) <= kBlockScratchBytes) {
     p = reinterpret_cast<char*>(block_.get() + Layout(size()).scratch(parity));
     desc->base = local(0);
     desc->size = block_bytes_;
     desc->rkey = block_mr_->rkey;
   } else {
-    const bool single = onesided::Ledger::single_region(bytes);  // writable_after() made it safe
-    const std::size_t need = single ? half : 2 * half;
-    if (scratch_.bytes < need) {
+    if (const std::size_t grow = onesided::Ledger::region_to_grow(bytes, scratch_.bytes)) {
       // Peers may still read the old region (the call before this one).
       if (scratch_.bytes) retired_.push_back({std::move(scratch_), ticket});
       Region r;
-      r.bytes = std::max(need, 2 * scratch_.bytes);
+      r.bytes = grow;
       r.mem = allocate_aligned(r.bytes);
       r.mr.reset(ibv_reg_mr(pd_.get(), r.mem.get(), r.bytes, kAccess));
       if (!r.mr) fail(ErrorCode::Transport, "RDMA window: cannot register {} bytes of Scratch: {}", r.bytes, errno_text());
       scratch_ = std::move(r);
     }
-    const std::size_t half_size = scratch_.bytes / 2 / onesided::kLine * onesided::kLine;
-    p = reinterpret_cast<char*>(scratch_.mem.get()) + (single ? 0 : static_cast<std::size_t>(parity) * half_size);
+    p = reinterpret_cast<char*>(scratch_.mem.get()) + onesided::Ledger::half_offset(bytes, parity, scratch_.bytes);
     desc->base = reinterpret_cast<std::uint64_t>(scratch_.mem.get());
     desc->size = scratch_.bytes;
     desc->rkey = scratch_.mr->rkey;
@@ -267,15 +260,20 @@ void Window::put(int peer, const onesided::BufDesc& d, std::uint64_t addr, const
 
 // --- liveness ---------------------------------------------------------------------
 
+void Window::ask_host_now_and_then(int peer) {
+  Peer& p = peers_[static_cast<std::size_t>(peer)];
+  const auto now = Clock::now();
+  if (now - p.last_check < kProbeInterval) return;
+  p.last_check = now;
+  check_alive_(world_rank(peer));  // throws, naming the peer, if the host knows it is gone
+}
+
 bool Window::peer_gone(int peer) {
   poll();
   Peer& p = peers_[static_cast<std::size_t>(peer)];
   if (!p.error.empty()) return true;
+  ask_host_now_and_then(peer);
   const auto now = Clock::now();
-  if (now - p.last_check >= kProbeInterval) {
-    p.last_check = now;
-    check_alive_(world_rank(peer));  // throws, naming the peer, if the host knows it is gone
-  }
   if (!p.probing && now - p.last_probe >= kProbeInterval) {
     // A READ of its line for us: it fails once the peer's QP is gone.
     const Layout lay(size());

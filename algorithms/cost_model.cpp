@@ -309,6 +309,19 @@ double predict_seconds(const Plan& plan, const LinkCosts& links) {
   return Simulator(plan, {p, p}).run();
 }
 
+CostParams with_link(const CostParams& base, double latency_s, double s_per_byte) {
+  CostParams c = base;
+  if (latency_s > 0) {
+    c.alpha_s = c.signal_s = latency_s;
+    if (c.peer_read_s > 0) c.peer_read_s = 2 * latency_s;
+  }
+  if (s_per_byte > 0) {
+    c.beta_s_per_byte = s_per_byte;
+    if (c.peer_read_s_per_byte > 0) c.peer_read_s_per_byte = s_per_byte;
+  }
+  return c;
+}
+
 LinkCosts link_costs(const CostParams& local, const CostParams& remote, const std::vector<int>& host_of) {
   // Several hosts: nothing is one host's, so no fast boxes and no one-host
   // one-sided figures for the local pairs, only their message costs.

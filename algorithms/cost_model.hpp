@@ -125,6 +125,10 @@ double predict_seconds(const Plan& plan, const LinkCosts& links);
 // given, but with the ranks on several hosts no fast boxes (a one-host
 // window's).
 LinkCosts link_costs(const CostParams& local, const CostParams& remote, const std::vector<int>& host_of);
+// A link's costs with a measured or configured latency (one way, seconds)
+// and inverse bandwidth (seconds per byte) in place of `base`'s; 0 keeps
+// base's. A read of a peer (RDMA READ) is a round trip.
+CostParams with_link(const CostParams& base, double latency_s, double s_per_byte);
 
 // The algorithm for `coll` with the least predicted time for `args` (ties:
 // the first registered). With `forced_name` non-empty, that algorithm:

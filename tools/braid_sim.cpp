@@ -80,18 +80,16 @@ struct Options {
   // Pair by pair: within a host the backend's costs, between hosts its
   // link's, as the runtime prices a group that spans hosts.
   braid::plan::LinkCosts links() const {
-    braid::plan::CostParams remote = rdma ? braid::plan::kRdma : braid::plan::kTcpLoopback;
-    if (link_latency_ns) {
-      remote.alpha_s = remote.signal_s = static_cast<double>(link_latency_ns) * 1e-9;
-      if (remote.peer_read_s > 0) remote.peer_read_s = 2 * remote.alpha_s;
-    }
-    if (link_mbps) {
-      remote.beta_s_per_byte = 8.0 / (static_cast<double>(link_mbps) * 1e6);
-      if (remote.peer_read_s_per_byte > 0) remote.peer_read_s_per_byte = remote.beta_s_per_byte;
-    }
-    std::vector<int> host_of;
-    for (int r = 0; r < ranks; ++r) host_of.push_back(static_cast<int>(static_cast<std::int64_t>(r) * hosts / ranks));
-    return braid::plan::link_costs(params, remote, host_of);
+    const braid::plan::CostParams remote = braid::plan::with_link(
+        rdma ? braid::plan::kRdma : braid::plan::kTcpLoopback, static_cast<double>(link_latency_ns) * 1e-9,
+        link_mbps ? 8.0 / (static_cast<double>(link_mbps) * 1e6) : 0.0);
+    return braid::plan::link_costs(params, remote, host_of());
+  }
+  // Ranks in `hosts` blocks (empty: one host).
+  std::vector<int> host_of() const {
+    std::vector<int> h;
+    for (int r = 0; hosts > 1 && r < ranks; ++r) h.push_back(static_cast<int>(static_cast<std::int64_t>(r) * hosts / ranks));
+    return h;
   }
 };
 
@@ -200,8 +198,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.root = o.root;
   a.topology.one_host = o.one_host;
   a.topology.rdma = o.rdma;
-  for (int r = 0; o.hosts > 1 && r < o.ranks; ++r)
-    a.topology.host_of.push_back(static_cast<int>(static_cast<std::int64_t>(r) * o.hosts / o.ranks));
+  a.topology.host_of = o.host_of();
   a.topology.shared_cpus = o.shared_cpus;
   return a;
 }

@@ -34,18 +34,6 @@ LinkSettings link_settings() {
 
 namespace {
 
-// The costs between hosts: the backend's defaults, with what BRAID_LINK_*
-// says in their place.
-plan::CostParams remote_costs(const plan::CostParams& base) {
-  plan::CostParams c = base;
-  const LinkSettings s = link_settings();
-  if (s.latency_s > 0) c.alpha_s = c.signal_s = s.latency_s;
-  if (s.s_per_byte > 0) c.beta_s_per_byte = s.s_per_byte;
-  if (s.latency_s > 0 && c.peer_read_s > 0) c.peer_read_s = 2 * s.latency_s;  // a READ is a round trip
-  if (s.s_per_byte > 0 && c.peer_read_s_per_byte > 0) c.peer_read_s_per_byte = s.s_per_byte;
-  return c;
-}
-
 using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t,
                        bool, bool, bool, bool>;
 
@@ -91,8 +79,9 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     // as the backend's link between hosts (TCP, or RDMA under 'verbs').
     const plan::CostParams& between = args.topology.rdma ? plan::kRdma : plan::kTcpLoopback;
     const plan::CostParams& within = shared_memory || args.topology.host_shares_memory ? plan::kSharedMemory : between;
-    const plan::Algorithm* a =
-        plan::choose(args.coll, args, plan::link_costs(within, remote_costs(between), args.topology.host_of), name);
+    const LinkSettings link = link_settings();
+    const plan::CostParams remote = plan::with_link(between, link.latency_s, link.s_per_byte);
+    const plan::Algorithm* a = plan::choose(args.coll, args, plan::link_costs(within, remote, args.topology.host_of), name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));
     BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
                 args.nranks, args.count, args.root);

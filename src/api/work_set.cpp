@@ -10,6 +10,7 @@
 #include "src/common/errors.hpp"
 #include "src/common/time.hpp"
 #include "src/runtime/context.hpp"
+#include "src/runtime/work_chain.hpp"
 #include "src/runtime/work_state.hpp"
 
 namespace braid {
@@ -69,15 +70,7 @@ Work sendrecv(const Tensor& send, int dst, const Tensor& recv, int src, const Op
 }
 
 void wait_all(std::vector<Work>& works) {
-  std::exception_ptr first;
-  for (Work& w : works) {
-    try {
-      w.wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
-  if (first) std::rethrow_exception(first);
+  if (auto first = detail::wait_each(works)) std::rethrow_exception(first);
 }
 
 std::size_t wait_any(std::vector<Work>& works) {

@@ -35,22 +35,25 @@ void run_on_runner(std::function<void()> job, const OpOptions& o) {
   });
 }
 
+std::exception_ptr wait_each(std::vector<Work>& works) {
+  std::exception_ptr first;
+  for (Work& w : works) {
+    try {
+      w.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  return first;
+}
+
 Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline, const OpOptions& o) {
   auto w = std::make_shared<CollectiveWork>();
   w->op_deadline = deadline;
   runner(o).submit([w, parts = std::move(parts), then = std::move(then)]() mutable {
-    std::exception_ptr first;
-    // Every part is waited for, failed or not: `then` and the caller's
-    // buffers must outlive all of them. They ran before this job, so these
-    // waits return at once (or, should a part ever run elsewhere, block
-    // until it is done).
-    for (Work& p : parts) {
-      try {
-        p.wait();
-      } catch (...) {
-        if (!first) first = std::current_exception();
-      }
-    }
+    // The parts ran before this job, so these waits return at once (or,
+    // should a part ever run elsewhere, block until it is done).
+    std::exception_ptr first = wait_each(parts);
     if (!first && then) {
       try {
         then();

@@ -5,6 +5,7 @@
 // (Bucketer: a bucket packed off the caller's thread).
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <vector>
 
@@ -24,6 +25,10 @@ namespace braid::detail {
 // parts' deadlines, for Work::wait()'s own limit.
 // `o`: the options the parts were issued with (their group's runner).
 Work chain_after(std::vector<Work> parts, std::function<void()> then, Deadline deadline, const OpOptions& o);
+
+// Waits for every Work, failed or not (buffers they use must outlive all of
+// them), and returns the first failure in their order, or null.
+std::exception_ptr wait_each(std::vector<Work>& works);
 
 // Queues `job` on the async runner: it runs after every async collective
 // this process issued before it and before every one issued after it (so it

@@ -10,6 +10,7 @@
 // the port (a web server waiting for a request line that never comes) would
 // otherwise hold every rank's init for its whole timeout without a word.
 #include <mutex>
+#include <optional>
 
 #include "src/common/errors.hpp"
 #include "src/common/socket.hpp"
@@ -61,17 +62,12 @@ struct TcpStore::Impl {
            "MASTER_PORT)", what, why);
     };
     try {
-      net::write_all(sock.get(), frame.data(), frame.size(), deadline, what);
-      std::uint8_t hdr[wire::kHeaderSize];
-      net::read_all(sock.get(), hdr, sizeof hdr, deadline, what);
-      auto h = wire::decode_header(hdr);
-      if (!h || h->code > static_cast<std::uint16_t>(wire::Status::Error) || h->nfields != 1 || h->body_len > 4096)
-        not_a_store(fmt::format("it answered '{}'", printable(hdr, sizeof hdr)));
-      Bytes body(h->body_len);
-      net::read_all(sock.get(), body.data(), body.size(), deadline, what);
+      const Raw r = exchange(frame, deadline);
+      if (!r.header || r.header->nfields != 1 || r.header->body_len > 4096)
+        not_a_store(fmt::format("it answered '{}'", printable(r.bytes, sizeof r.bytes)));
       std::vector<Field> views;
-      if (h->code == static_cast<std::uint16_t>(wire::Status::Error) &&
-          wire::decode_fields(body.data(), body.size(), h->nfields, views)) {
+      if (r.header->code == static_cast<std::uint16_t>(wire::Status::Error) &&
+          wire::decode_fields(r.body.data(), r.body.size(), r.header->nfields, views)) {
         sock.reset();  // a Braid store that refuses us (its bounds), with its reason
         fail(ErrorCode::Store, "{} refused the connection: {}", what, wire::field_str(views[0]));
       }
@@ -81,6 +77,27 @@ struct TcpStore::Impl {
                       ? fmt::format("it did not answer a request within {} ms", limit.count())
                       : std::string(e.what()));
     }
+  }
+
+  // A reply as it came: its header (nothing where the bytes are not a store
+  // reply's header: bad magic or version, counts out of bounds, an unknown
+  // status), and then its body.
+  struct Raw {
+    std::uint8_t bytes[wire::kHeaderSize];
+    std::optional<wire::Header> header;
+    Bytes body;
+  };
+  // Sends `frame` on the open connection and reads its reply.
+  Raw exchange(const Bytes& frame, Deadline deadline) {
+    Raw r;
+    net::write_all(sock.get(), frame.data(), frame.size(), deadline, what);
+    net::read_all(sock.get(), r.bytes, sizeof r.bytes, deadline, what);
+    r.header = wire::decode_header(r.bytes);
+    if (r.header && r.header->code > static_cast<std::uint16_t>(Status::Error)) r.header.reset();
+    if (!r.header) return r;
+    r.body.resize(r.header->body_len);
+    net::read_all(sock.get(), r.body.data(), r.body.size(), deadline, what);
+    return r;
   }
 
   static std::string printable(const std::uint8_t* p, std::size_t n) {
@@ -108,18 +125,12 @@ struct TcpStore::Impl {
     Reply r;
     try {
       if (!sock.valid()) connect(deadline);
-      net::write_all(sock.get(), frame.data(), frame.size(), deadline, what);
-      std::uint8_t hdr[wire::kHeaderSize];
-      net::read_all(sock.get(), hdr, sizeof hdr, deadline, what);
-      auto h = wire::decode_header(hdr);
-      if (!h || h->code > static_cast<std::uint16_t>(Status::Error))
-        fail(ErrorCode::Store, "{} sent a malformed reply header (not a Braid store server?)", what);
-      Bytes body(h->body_len);
-      net::read_all(sock.get(), body.data(), body.size(), deadline, what);
+      const Raw raw = exchange(frame, deadline);
+      if (!raw.header) fail(ErrorCode::Store, "{} sent a malformed reply header (not a Braid store server?)", what);
       std::vector<Field> views;
-      if (!wire::decode_fields(body.data(), body.size(), h->nfields, views))
+      if (!wire::decode_fields(raw.body.data(), raw.body.size(), raw.header->nfields, views))
         fail(ErrorCode::Store, "{} sent a malformed reply body", what);
-      r.status = static_cast<Status>(h->code);
+      r.status = static_cast<Status>(raw.header->code);
       const bool fits =
           r.status == Status::Ok
               ? views.size() == shape.nfields &&

@@ -8,7 +8,8 @@
 // (options, placement, spawning, the output and signal loop) share one Job.
 //
 // Each rank gets MASTER_ADDR=127.0.0.1, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment. When the ranks fit the
+// LOCAL_WORLD_SIZE and BRAIDRUN=1 on top of braidrun's own environment (and a new
+// BRAID_JOB_TOKEN unless one is set: ensure_job_token). When the ranks fit the
 // CPUs braidrun may use, those CPUs are cut into N equal contiguous blocks and rank r is bound to
 // block r (one CPU each when N equals the CPU count): an unbound pair of polling ranks can be put
 // on one CPU by the scheduler and stay there, taking turns at each exchange (measured here:
@@ -68,7 +69,8 @@ constexpr size_t kMaxPending = 1 << 20;  // an unterminated line longer than thi
 constexpr const char* kUsage =
     "usage: braidrun [options] -n N PROGRAM [ARGS...]\n"
     "Starts N ranks of PROGRAM on this host with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,\n"
-    "LOCAL_RANK, LOCAL_WORLD_SIZE and BRAIDRUN=1 set.\n"
+    "LOCAL_RANK, LOCAL_WORLD_SIZE and BRAIDRUN=1 set, and a new BRAID_JOB_TOKEN (the job's\n"
+    "secret) unless BRAID_JOB_TOKEN or BRAID_JOB_TOKEN_FILE is set (an empty one: no secret).\n"
     "  -n, --np N          number of ranks (1..1024)\n"
     "  --port P            MASTER_PORT to use (default: a free port)\n"
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
@@ -368,8 +370,29 @@ class Job {
  public:
   explicit Job(Options o) : opt_(std::move(o)) {}
 
+  // A secret per job (src/common/auth.hpp): unless the caller set
+  // BRAID_JOB_TOKEN (an empty one opts out) or BRAID_JOB_TOKEN_FILE, 32
+  // random bytes as hex, in the environment every rank inherits (and that
+  // travels to other hosts with Braid's variables). Only where the library
+  // was built with libcrypto: without it a rank refuses a job with a secret.
+  static void ensure_job_token() {
+#if BRAIDRUN_TOKENS
+    if (std::getenv("BRAID_JOB_TOKEN") || std::getenv("BRAID_JOB_TOKEN_FILE")) return;
+    unsigned char bytes[32];
+    Fd rnd(::open("/dev/urandom", O_RDONLY | O_CLOEXEC));
+    if (!rnd.valid() || ::read(rnd.get(), bytes, sizeof bytes) != static_cast<ssize_t>(sizeof bytes)) {
+      say("cannot read /dev/urandom for the job's secret ({}); the job runs without one", std::strerror(errno));
+      return;
+    }
+    std::string hex;
+    for (unsigned char b : bytes) hex += fmt::format("{:02x}", b);
+    ::setenv("BRAID_JOB_TOKEN", hex.c_str(), 1);
+#endif
+  }
+
   int run() {
     place_ranks();
+    ensure_job_token();
     // A program for other hosts need not exist here: only local ranks' is resolved.
     const bool any_local = std::any_of(places_.begin(), places_.end(), [](const Place& p) { return !p.remote; });
     const std::string program = any_local ? resolve_program(opt_.argv[0]) : opt_.argv[0];

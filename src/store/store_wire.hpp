@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -94,7 +95,16 @@ inline constexpr std::size_t kMaxBody = kMaxKeyLen + 2 * kMaxValueLen + 3 * 4;
 
 enum class Op : std::uint16_t {
   Set = 1, Get, TryGet, Add, CompareSet, Delete, Wait, Check, NumKeys,
+  // A job with a secret (src/common/auth.hpp): a connection's first two
+  // requests. Hello {client nonce} -> Ok {server nonce, server's proof}, or
+  // Ok {} from a store that has no secret; Proof {client's proof} -> Ok {}.
+  // Until then a store with a secret answers every other request with an
+  // Error that names BRAID_JOB_TOKEN, and closes the connection.
+  Hello, Proof,
 };
+// The labels of the two proofs (auth::Secret::mac).
+inline constexpr std::string_view kServerLabel = "braid store server";
+inline constexpr std::string_view kClientLabel = "braid store client";
 // Error carries one field, a message; the connection stays usable after it.
 enum class Status : std::uint16_t { Ok = 0, Missing = 1, Error = 2 };
 

@@ -9,9 +9,13 @@
 // within kProbeLimit: a Braid store answers at once, while something else on
 // the port (a web server waiting for a request line that never comes) would
 // otherwise hold every rank's init for its whole timeout without a word.
+// Where the job has a secret (BRAID_JOB_TOKEN), that first exchange is the
+// challenge-response of auth.hpp instead, and a store that cannot prove the
+// secret is never used: it may be a stranger's, set up to take the job over.
 #include <mutex>
 #include <optional>
 
+#include "src/common/auth.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/socket.hpp"
 #include "src/store/store.hpp"
@@ -39,6 +43,7 @@ struct TcpStore::Impl {
   std::string what;  // "the store at host:port", for messages
   std::mutex mu;
   Fd sock;  // invalid until (re)connected
+  std::shared_ptr<const auth::Secret> secret = auth::secret_from_env();
 
   void connect(Deadline deadline) {
     try {
@@ -47,7 +52,64 @@ struct TcpStore::Impl {
       fail(ErrorCode::Store, "{} is unreachable: {}", what, e.what());
     }
     const auto limit = std::min(kProbeLimit, std::chrono::duration_cast<Millis>(deadline.at - Clock::now()));
-    probe(Deadline::after(limit), limit);
+    if (secret) authenticate(Deadline::after(limit), limit);
+    else probe(Deadline::after(limit), limit);
+  }
+
+  [[noreturn]] void auth_failed(const std::string& why) {
+    sock.reset();
+    fail(ErrorCode::Store, "authentication failed with {}: {} ({})", what, why, auth::kHint);
+  }
+
+  // The store proves the secret over our nonce, then we prove it over its.
+  void authenticate(Deadline deadline, Millis limit) {
+    const auth::Nonce mine = auth::fresh_nonce();
+    const Reply hello = first_exchange(Op::Hello, {Field(mine.data(), mine.size())}, deadline, limit);
+    if (hello.fields.empty())
+      auth_failed("it runs without a secret, so it is not this job's store (or its host lacks BRAID_JOB_TOKEN)");
+    if (hello.fields.size() != 2 || hello.fields[0].size() != auth::kNonceBytes ||
+        hello.fields[1].size() != auth::kMacBytes)
+      auth_failed("its answer to the challenge has the wrong shape");
+    auth::Nonce theirs;
+    auth::Mac proof;
+    std::copy(hello.fields[0].begin(), hello.fields[0].end(), theirs.begin());
+    std::copy(hello.fields[1].begin(), hello.fields[1].end(), proof.begin());
+    if (!secret->check(proof, wire::kServerLabel, auth::view(mine), auth::view(theirs)))
+      auth_failed("it could not prove the job's secret (its BRAID_JOB_TOKEN differs from this process's)");
+    const auth::Mac ours = secret->mac(wire::kClientLabel, auth::view(mine), auth::view(theirs));
+    const Reply done = first_exchange(Op::Proof, {Field(ours.data(), ours.size())}, deadline, limit);
+    if (!done.fields.empty()) auth_failed("it answered the proof with something else than an acknowledgement");
+  }
+
+  // A request of the connection's opening (Hello, Proof): its Ok reply, or
+  // a failure that says what the other end is.
+  Reply first_exchange(Op op, const std::vector<Field>& fields, Deadline deadline, Millis limit) {
+    Bytes frame;
+    wire::encode(frame, static_cast<std::uint16_t>(op), fields);
+    Reply out;
+    try {
+      const Raw r = exchange(frame, deadline);
+      std::vector<Field> views;
+      if (!r.header || r.header->body_len > 4096 ||
+          !wire::decode_fields(r.body.data(), r.body.size(), r.header->nfields, views)) {
+        sock.reset();
+        fail(ErrorCode::Store, "{} is not a Braid store: it answered '{}' (is another service listening on that "
+             "port? check MASTER_ADDR and MASTER_PORT)", what, printable(r.bytes, sizeof r.bytes));
+      }
+      if (r.header->code == static_cast<std::uint16_t>(Status::Error)) {
+        sock.reset();
+        fail(ErrorCode::Store, "{} refused the connection: {}", what, views.empty() ? "" : wire::field_str(views[0]));
+      }
+      for (auto v : views) out.fields.push_back(wire::field_bytes(v));
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Store && !sock.valid()) throw;
+      sock.reset();
+      fail(ErrorCode::Store, "{} is not a Braid store: {} (is another service listening on that port? check "
+           "MASTER_ADDR and MASTER_PORT)", what,
+           e.code() == ErrorCode::Timeout ? fmt::format("it did not answer a request within {} ms", limit.count())
+                                          : std::string(e.what()));
+    }
+    return out;
   }
 
   // The first exchange on a new connection: NumKeys, whose reply is one

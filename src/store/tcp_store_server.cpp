@@ -8,6 +8,11 @@
 // The server never times a parked request out; the client does, and closes
 // its connection, which unparks it here. Anything malformed closes only the
 // connection that sent it.
+//
+// A server started with the job's secret (BRAID_JOB_TOKEN) serves a
+// connection only once it has proved the secret (store_wire.hpp, Hello and
+// Proof); anything else is answered with an error naming BRAID_JOB_TOKEN,
+// and the connection is closed once that answer is out.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -19,6 +24,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "src/common/auth.hpp"
 #include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -50,6 +56,10 @@ struct Conn {
   std::size_t out_pos = 0;
   std::uint32_t events = 0;  // epoll interest registered now
   bool parked = false;
+  bool authed = false;   // proved the secret, or the server has none
+  bool closing = false;  // refused: closed once its last reply is out
+  bool challenged = false;
+  auth::Nonce client_nonce{}, server_nonce{};
   Op parked_op = Op::Get;
   std::vector<std::string> parked_keys;
 
@@ -73,6 +83,7 @@ struct TcpStoreServer::Impl {
   // Bounds (BRAID_STORE_MAX_*, read when the server starts): what one
   // client, or a stranger, can make the store hold.
   std::size_t max_conns_, max_keys_, max_bytes_;
+  std::shared_ptr<const auth::Secret> secret_ = auth::secret_from_env();
 
   // Everything below belongs to the server thread.
   std::unordered_map<std::string, Bytes> data_;
@@ -93,6 +104,10 @@ struct TcpStoreServer::Impl {
   bool flush(Conn& c);
   bool process(Conn& c);
   bool handle(Conn& c, Op op, const std::vector<Field>& f);
+  // Hello and Proof; false if malformed.
+  bool handle_auth(Conn& c, Op op, const std::vector<Field>& f);
+  // Answers with an error that names BRAID_JOB_TOKEN and closes c after it.
+  void refuse(Conn& c, const std::string& why);
   void reply(Conn& c, Status st, const std::vector<Field>& fields);
   void park(Conn& c, Op op, std::vector<std::string> keys);
   bool try_answer(Conn& c);
@@ -197,6 +212,7 @@ void TcpStoreServer::Impl::accept_all() {
     c->id = next_id_++;
     c->fd = Fd(fd);
     c->events = EPOLLIN;
+    c->authed = !secret_;
     epoll_event ev{};
     ev.events = c->events;
     ev.data.u64 = c->id;
@@ -230,9 +246,9 @@ void TcpStoreServer::Impl::after_io(Conn& c) {
   } catch (const std::exception& e) {
     BRAID_WARN("store server on port {}: dropping a client: {}", port_, e.what());
   }
-  if (!ok) return close(c.id);
+  if (!ok || (c.closing && c.pending_out() == 0)) return close(c.id);
   std::uint32_t want = 0;
-  if (c.pending_in() < kMaxPendingIn) want |= EPOLLIN;
+  if (c.pending_in() < kMaxPendingIn && !c.closing) want |= EPOLLIN;
   if (c.pending_out() > 0) want |= EPOLLOUT;
   set_interest(c, want);
 }
@@ -276,7 +292,7 @@ bool TcpStoreServer::Impl::flush(Conn& c) {
 // request is malformed.
 bool TcpStoreServer::Impl::process(Conn& c) {
   std::vector<Field> fields;
-  while (!c.parked && c.pending_out() < kOutHighWater && c.pending_in() >= wire::kHeaderSize) {
+  while (!c.parked && !c.closing && c.pending_out() < kOutHighWater && c.pending_in() >= wire::kHeaderSize) {
     const std::uint8_t* p = c.in.data() + c.in_pos;
     auto h = wire::decode_header(p);
     if (!h) {
@@ -308,6 +324,11 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
   auto value_ok = [](Field v) { return v.size() <= kMaxValueLen; };
   auto all_keys_ok = [&] { return std::all_of(f.begin(), f.end(), key_ok); };
   auto has = [&](const std::string& k) { return data_.count(k) != 0; };
+  if (op == Op::Hello || op == Op::Proof) return handle_auth(c, op, f);
+  if (!c.authed) {
+    refuse(c, "authentication failed: this store serves only processes that prove the job's secret");
+    return true;
+  }
   switch (op) {
     case Op::Set: {
       if (f.size() != 2 || !key_ok(f[0]) || !value_ok(f[1])) return false;
@@ -403,6 +424,40 @@ bool TcpStoreServer::Impl::handle(Conn& c, Op op, const std::vector<Field>& f) {
     }
   }
   return false;  // unknown op
+}
+
+bool TcpStoreServer::Impl::handle_auth(Conn& c, Op op, const std::vector<Field>& f) {
+  if (f.size() != 1 || f[0].size() != (op == Op::Hello ? auth::kNonceBytes : auth::kMacBytes)) return false;
+  if (op == Op::Hello) {
+    if (!secret_) {  // no secret here: the client decides whether that will do
+      reply(c, Status::Ok, {});
+      return true;
+    }
+    std::copy(f[0].begin(), f[0].end(), c.client_nonce.begin());
+    c.server_nonce = auth::fresh_nonce();
+    c.challenged = true;
+    const auth::Mac proof = secret_->mac(wire::kServerLabel, auth::view(c.client_nonce), auth::view(c.server_nonce));
+    reply(c, Status::Ok, {Field(c.server_nonce.data(), c.server_nonce.size()), Field(proof.data(), proof.size())});
+    return true;
+  }
+  auth::Mac proof;
+  std::copy(f[0].begin(), f[0].end(), proof.begin());
+  if (!secret_ || !c.challenged ||
+      !secret_->check(proof, wire::kClientLabel, auth::view(c.client_nonce), auth::view(c.server_nonce))) {
+    refuse(c, "authentication failed: the client could not prove the job's secret");
+    return true;
+  }
+  c.challenged = false;  // one proof per challenge
+  c.authed = true;
+  reply(c, Status::Ok, {});
+  return true;
+}
+
+void TcpStoreServer::Impl::refuse(Conn& c, const std::string& why) {
+  BRAID_WARN("store server on port {}: refusing a client: {}", port_, why);
+  const std::string text = fmt::format("{} ({})", why, auth::kHint);
+  reply(c, Status::Error, {wire::field(text)});
+  c.closing = true;
 }
 
 bool TcpStoreServer::Impl::make_room(Conn& c, const std::string& key, std::size_t size) {

@@ -14,6 +14,7 @@
 
 #include "braid/error.hpp"
 #include "src/common/socket.hpp"
+#include "src/common/auth.hpp"
 #include "src/store/store.hpp"
 #include "src/store/store_wire.hpp"
 
@@ -711,4 +712,73 @@ TEST_CASE("Store constructors reject bad arguments", "[store]") {
   CHECK(error_of([] { FileStore s(temp_path("neg"), -1ms); }).code() == ErrorCode::InvalidArgument);
   CHECK(error_of([] { TcpStore s(kHost, 70000, 1s); }).code() == ErrorCode::InvalidArgument);
   CHECK(error_of([] { TcpStoreServer s(kHost, -1); }).code() == ErrorCode::InvalidArgument);
+}
+
+namespace {
+// Sets (or, with nullptr, unsets) BRAID_JOB_TOKEN for this scope: servers
+// and clients read it when they are made.
+struct Token {
+  explicit Token(const char* v) { v ? ::setenv("BRAID_JOB_TOKEN", v, 1) : ::unsetenv("BRAID_JOB_TOKEN"); }
+  ~Token() { ::unsetenv("BRAID_JOB_TOKEN"); }
+};
+}  // namespace
+
+TEST_CASE("A store with the job's secret serves only clients that prove it, and the other way round", "[store][tcp][auth]") {
+  if (!braid::auth::available()) {
+    WARN("built without libcrypto: a secret is refused outright (checked below)");
+    Token t("s");
+    CHECK(error_of([] { TcpStoreServer s(kHost, 0); }).code() == ErrorCode::NotSupported);
+    return;
+  }
+  std::unique_ptr<TcpStoreServer> server;
+  {
+    Token t("the-secret");
+    server = std::make_unique<TcpStoreServer>(kHost, 0);
+  }
+  const int port = server->port();
+  std::shared_ptr<TcpStore> member;
+  {
+    Token t("the-secret");
+    member = std::make_shared<TcpStore>(kHost, port, 5s);
+    member->set("k", to_bytes("v"));
+  }
+  for (const char* other : {"another-secret", "", static_cast<const char*>(nullptr)}) {
+    Token t(other);
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = error_of([&] { TcpStore c(kHost, port, 30s); });
+    INFO("token " << (other ? other : "(unset)") << ": " << e.what());
+    CHECK(e.code() == ErrorCode::Store);
+    CHECK(contains(e, "authentication failed"));
+    CHECK(contains(e, "BRAID_JOB_TOKEN"));
+    CHECK(ms_since(t0) < 5000);  // refused at once, not at the 30 s timeout
+  }
+  // A stranger's raw requests get nothing: an error naming the token, then EOF.
+  {
+    braid::Fd fd = braid::net::connect_retry(braid::net::resolve(kHost, port),
+                                             braid::Deadline::after(Millis(2000)), "store");
+    braid::store::Bytes frame;
+    const std::string key = "k";
+    braid::store::wire::encode(frame, static_cast<std::uint16_t>(braid::store::wire::Op::Get),
+                               {braid::store::wire::field(key)});
+    braid::net::write_all(fd.get(), frame.data(), frame.size(), braid::Deadline::after(Millis(2000)), "store");
+    std::string got;
+    char buf[512];
+    for (ssize_t n; (n = ::recv(fd.get(), buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    CHECK(got.find("BRAID_JOB_TOKEN") != std::string::npos);
+    // One reply, an Error (not the value), and then the connection closed.
+    REQUIRE(got.size() >= braid::store::wire::kHeaderSize);
+    const auto h = braid::store::wire::decode_header(reinterpret_cast<const std::uint8_t*>(got.data()));
+    REQUIRE(h);
+    CHECK(h->code == static_cast<std::uint16_t>(braid::store::wire::Status::Error));
+    CHECK(got.size() == braid::store::wire::kHeaderSize + h->body_len);
+  }
+  // The member's connection was never disturbed.
+  CHECK(to_string(member->get("k", 1s)) == "v");
+  // And a client with the secret does not join a store that lacks it.
+  TcpStoreServer open_store(kHost, 0);
+  Token t("the-secret");
+  auto e = error_of([&] { TcpStore c(kHost, open_store.port(), 5s); });
+  CHECK(e.code() == ErrorCode::Store);
+  CHECK(contains(e, "authentication failed"));
+  CHECK(contains(e, "without a secret"));
 }

@@ -97,7 +97,7 @@ bool Connection::divert(Request& r) {
 void Connection::adopt_partial(std::unique_ptr<Unexpected> u) { partial_ = std::move(u); }
 
 void Connection::flush() {
-  while (qcount_ > 0 && !closed_) {
+  while (qcount_ > 0 && !closed_ && auth_ == Auth::Done) {
     Outgoing& o = front();
     const std::size_t total = kHeader + o.payload;
     char* buf = o.r ? static_cast<char*>(o.r->buf) : nullptr;
@@ -134,7 +134,7 @@ void Connection::flush() {
 
 void Connection::update_interest() {
   if (closed_) return;
-  bool want = qcount_ > 0;
+  bool want = qcount_ > 0 && auth_ == Auth::Done;
   if (want == want_out_) return;
   want_out_ = want;
   t_.host().mod_fd(fd_.get(), this, EPOLLIN | (want ? EPOLLOUT : 0u));
@@ -206,6 +206,11 @@ bool Connection::stop_reading(ssize_t n) {
     t_.retire(*this);
     return true;
   }
+  if (auth_ == Auth::AwaitAuth || auth_ == Auth::ReadingAuth) {
+    auth_failed(fmt::format("it closed the connection before it authenticated: it has another secret, or none ({})",
+                            auth::kHint));
+    return true;
+  }
   if (n == 0 && bye_received_) t_.connection_closed_cleanly(*this);
   else if (n == 0) broken("connection closed without goodbye (the process exited or was killed)");
   else broken(fmt::format("receive failed: {}", errno_text()));
@@ -224,14 +229,24 @@ void Connection::handle_header() {
     return;
   }
   const auto type = static_cast<wire::FrameType>(h.type);
+  if (auth_ != Auth::Done) return auth_header(h);
   if (peer_ < 0) {
     if (type != wire::FrameType::Hello) {
       BRAID_WARN("dropping a connection whose first frame was not HELLO");
       t_.retire(*this);
       return;
     }
-    t_.on_hello(*this, h);
-    if (!closed_) peer_ = static_cast<int>(h.id);
+    if (!t_.hello_valid(*this, h)) return;
+    if (t_.secret()) {  // the dialer's nonce follows; AUTH answers it
+      hello_ = h;
+      auth_ = Auth::HelloNonce;
+      dst_ = reinterpret_cast<char*>(auth_buf_);
+      remaining_ = auth::kNonceBytes;
+      rstate_ = ReadState::Payload;
+      return;
+    }
+    peer_ = static_cast<int>(h.id);
+    t_.accept_peer(*this, peer_);
     return;
   }
   switch (type) {
@@ -301,8 +316,93 @@ void Connection::handle_header() {
   }
 }
 
+void Connection::await_auth(const wire::FrameHeader& hello, const auth::Nonce& nonce) {
+  hello_ = hello;
+  dialer_nonce_ = nonce;
+  auth_ = Auth::AwaitAuth;
+}
+
+void Connection::auth_header(const wire::FrameHeader& h) {
+  const auto type = static_cast<wire::FrameType>(h.type);
+  if (auth_ == Auth::AwaitProof && type == wire::FrameType::Proof && h.bytes == auth::kMacBytes) {
+    auth_ = Auth::ReadingProof;
+    remaining_ = auth::kMacBytes;
+  } else if (auth_ == Auth::AwaitAuth && type == wire::FrameType::Auth &&
+             h.bytes == auth::kNonceBytes + auth::kMacBytes) {
+    auth_ = Auth::ReadingAuth;
+    remaining_ = auth::kNonceBytes + auth::kMacBytes;
+  } else {
+    return auth_failed(fmt::format("it sent a frame of type {} where the challenge-response expects another",
+                                   static_cast<int>(h.type)));
+  }
+  dst_ = reinterpret_cast<char*>(auth_buf_);
+  rstate_ = ReadState::Payload;
+}
+
+void Connection::auth_payload() {
+  const auth::Secret& secret = *t_.secret();
+  auth::Mac mac;
+  switch (auth_) {
+    case Auth::HelloNonce: {  // acceptor: prove the secret over both nonces
+      std::memcpy(dialer_nonce_.data(), auth_buf_, auth::kNonceBytes);
+      acceptor_nonce_ = auth::fresh_nonce();
+      mac = secret.mac(TcpTransport::proof_label(true, hello_), auth::view(dialer_nonce_), auth::view(acceptor_nonce_));
+      std::memcpy(auth_buf_, acceptor_nonce_.data(), auth::kNonceBytes);
+      std::memcpy(auth_buf_ + auth::kNonceBytes, mac.data(), auth::kMacBytes);
+      auth_ = Auth::AwaitProof;
+      if (!send_now(wire::FrameType::Auth, auth_buf_, sizeof auth_buf_)) auth_failed("its socket did not take AUTH");
+      return;
+    }
+    case Auth::ReadingProof:  // acceptor: the dialer's proof
+      std::memcpy(mac.data(), auth_buf_, auth::kMacBytes);
+      if (!secret.check(mac, TcpTransport::proof_label(false, hello_), auth::view(dialer_nonce_),
+                        auth::view(acceptor_nonce_)))
+        return auth_failed("it could not prove the job's secret");
+      auth_ = Auth::Done;
+      peer_ = static_cast<int>(hello_.id);
+      t_.accept_peer(*this, peer_);
+      return;
+    case Auth::ReadingAuth:  // dialer: the acceptor's proof, then ours
+      std::memcpy(acceptor_nonce_.data(), auth_buf_, auth::kNonceBytes);
+      std::memcpy(mac.data(), auth_buf_ + auth::kNonceBytes, auth::kMacBytes);
+      if (!secret.check(mac, TcpTransport::proof_label(true, hello_), auth::view(dialer_nonce_),
+                        auth::view(acceptor_nonce_)))
+        return auth_failed(fmt::format("it could not prove the job's secret ({})", auth::kHint));
+      mac = secret.mac(TcpTransport::proof_label(false, hello_), auth::view(dialer_nonce_), auth::view(acceptor_nonce_));
+      auth_ = Auth::Done;
+      if (!send_now(wire::FrameType::Proof, mac.data(), mac.size())) return auth_failed("its socket did not take PROOF");
+      flush();  // the frames queued meanwhile
+      return;
+    default:
+      return;
+  }
+}
+
+bool Connection::send_now(wire::FrameType type, const std::uint8_t* payload, std::size_t n) {
+  const auto h = wire::make_header(type, 0, 0, n);
+  iovec iov[2] = {{const_cast<wire::FrameHeader*>(&h), kHeader}, {const_cast<std::uint8_t*>(payload), n}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  ssize_t sent;
+  do sent = ::sendmsg(fd_.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(kHeader + n);
+}
+
+void Connection::auth_failed(const std::string& why) {
+  if (peer_ < 0) {  // accepted: a stranger, or another job's process; the job goes on
+    BRAID_WARN("tcp: refusing a connection that claims rank {}: authentication failed: {} ({})", hello_.id, why,
+               auth::kHint);
+    t_.retire(*this);
+    return;
+  }
+  broken(fmt::format("authentication failed: {}", why));  // dialed: the peer we meant to reach is not it
+}
+
 void Connection::payload_done() {
   rstate_ = ReadState::Header;
+  if (auth_ != Auth::Done) return auth_payload();
   if (reading_req_) {
     Request* r = std::exchange(reading_req_, nullptr);
     t_.host().complete(*r);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "src/common/auth.hpp"
 #include "src/common/fd.hpp"
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
@@ -36,6 +37,10 @@ class Connection final : public EventSource {
   void enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload);
   // Closes the socket; requests queued here are left for the owner to fail.
   void close();
+
+  // A dialed connection of a job with a secret: frames queue until the
+  // acceptor has proved the secret over `nonce` (wire.hpp, AUTH).
+  void await_auth(const wire::FrameHeader& hello, const auth::Nonce& nonce);
 
   int peer() const { return peer_; }
   bool dialed() const { return dialed_; }
@@ -75,6 +80,22 @@ class Connection final : public EventSource {
 
  private:
   enum class ReadState : std::uint8_t { Header, Payload, Discard };
+  // Where the connection is in the challenge-response (wire.hpp).
+  enum class Auth : std::uint8_t {
+    Done,         // authenticated, or the job has no secret
+    HelloNonce,   // acceptor: reading the dialer's nonce
+    AwaitProof,   // acceptor: sent AUTH, expecting PROOF
+    ReadingProof, // acceptor: reading PROOF's payload
+    AwaitAuth,    // dialer: expecting AUTH
+    ReadingAuth,  // dialer: reading AUTH's payload
+  };
+  void auth_header(const wire::FrameHeader& h);  // a frame while not Done
+  void auth_payload();                            // its payload has arrived
+  // Writes a small handshake frame at once (the socket's buffer is empty
+  // this early); false if it did not go out whole.
+  bool send_now(wire::FrameType type, const std::uint8_t* payload, std::size_t n);
+  // The end of an authentication that failed.
+  void auth_failed(const std::string& why);
   void read_ready();
   bool stop_reading(ssize_t n);
   void handle_header();
@@ -110,6 +131,10 @@ class Connection final : public EventSource {
   bool closed_ = false;
   bool bye_received_ = false;
   bool want_out_ = false;
+  Auth auth_ = Auth::Done;
+  wire::FrameHeader hello_{};           // bound into both proofs
+  auth::Nonce dialer_nonce_{}, acceptor_nonce_{};
+  std::uint8_t auth_buf_[auth::kNonceBytes + auth::kMacBytes];
 
   std::uint64_t id_;
   std::vector<Outgoing> q_;

@@ -53,26 +53,41 @@ namespace {
 struct DialedSocket final : Dialed {
   explicit DialedSocket(Fd f) : fd(std::move(f)) {}
   Fd fd;
+  wire::FrameHeader hello{};
+  auth::Nonce nonce{};  // sent after HELLO where the job has a secret
 };
 }  // namespace
 
 ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
   Dialing d = dial_listener(peer, "listener", deadline);
   if (d.failed) return std::move(*d.failed);
-  Fd fd = std::move(d.fd);
-  const auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
-                                       0, static_cast<std::uint64_t>(cfg_.rank),
-                                       static_cast<std::uint64_t>(cfg_.world_size));
-  net::write_all(fd.get(), &hello, sizeof hello, deadline, fmt::format("rank {}", peer.rank));
-  net::set_nonblocking(fd.get());
-  return ConnectResult::connected(std::make_unique<DialedSocket>(std::move(fd)));
+  auto s = std::make_unique<DialedSocket>(std::move(d.fd));
+  s->hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
+                               secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
+                               static_cast<std::uint64_t>(cfg_.world_size));
+  const std::string who = fmt::format("rank {}", peer.rank);
+  net::write_all(s->fd.get(), &s->hello, sizeof s->hello, deadline, who);
+  // The answer (AUTH) is read by the connection, not here: the peer may be
+  // dialing us at this moment, and neither would make progress to answer.
+  if (secret_) {
+    s->nonce = auth::fresh_nonce();
+    net::write_all(s->fd.get(), s->nonce.data(), s->nonce.size(), deadline, who);
+  }
+  net::set_nonblocking(s->fd.get());
+  return ConnectResult::connected(std::move(s));
 }
 
 void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
-  auto c = std::make_unique<Connection>(*this, std::move(static_cast<DialedSocket&>(*d).fd), peer, true,
-                                        next_conn_id_++);
+  auto& s = static_cast<DialedSocket&>(*d);
+  auto c = std::make_unique<Connection>(*this, std::move(s.fd), peer, true, next_conn_id_++);
+  if (secret_) c->await_auth(s.hello, s.nonce);
   out_[static_cast<std::size_t>(peer)] = c.get();
   conns_.push_back(std::move(c));
+}
+
+std::string TcpTransport::proof_label(bool acceptor, const wire::FrameHeader& hello) {
+  return fmt::format("braid tcp {} job {:#x} rank {} world {}", acceptor ? "acceptor" : "dialer",
+                     static_cast<std::uint64_t>(hello.tag), hello.id, hello.id2);
 }
 
 bool TcpTransport::probe_gone(const PeerInfo& peer) {
@@ -103,7 +118,7 @@ void TcpTransport::on_events(std::uint32_t) {
   }
 }
 
-void TcpTransport::on_hello(Connection& c, const wire::FrameHeader& h) {
+bool TcpTransport::hello_valid(Connection& c, const wire::FrameHeader& h) {
   const auto peer = static_cast<std::int64_t>(h.id);
   if (static_cast<std::uint64_t>(h.tag) != cfg_.job_id ||
       h.id2 != static_cast<std::uint64_t>(cfg_.world_size) || peer < 0 ||
@@ -111,10 +126,21 @@ void TcpTransport::on_hello(Connection& c, const wire::FrameHeader& h) {
     BRAID_WARN("tcp: dropping a connection with a foreign HELLO (job {:#x}, rank {}, world {})",
                static_cast<std::uint64_t>(h.tag), peer, h.id2);
     retire(c);
-    return;
+    return false;
   }
-  incoming_[static_cast<std::size_t>(peer)]++;
+  // Both ends must agree on authenticating: a HELLO without a nonce where
+  // this job has a secret is a stranger's; one with a nonce where it has
+  // none is another job's.
+  if ((h.bytes == auth::kNonceBytes) != (secret_ != nullptr) || (h.bytes != 0 && h.bytes != auth::kNonceBytes)) {
+    BRAID_WARN("tcp: refusing a connection that claims rank {}: {} ({})", peer,
+               secret_ ? "it did not authenticate" : "it authenticates, and this process has no secret", auth::kHint);
+    retire(c);
+    return false;
+  }
+  return true;
 }
+
+void TcpTransport::accept_peer(Connection&, int peer) { incoming_[static_cast<std::size_t>(peer)]++; }
 
 void TcpTransport::send(Request& r) {
   Connection* c = out_[static_cast<std::size_t>(r.peer)];

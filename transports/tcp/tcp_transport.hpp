@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/common/auth.hpp"
 #include "src/common/fd.hpp"
 #include "transports/tcp/connection.hpp"
 #include "transports/transport.hpp"
@@ -63,7 +64,14 @@ class TcpTransport final : public Transport, private EventSource {
   void on_events(std::uint32_t events) override;  // the listener
   // Called by connections.
   TransportHost& host() { return host_; }
-  void on_hello(Connection& c, const wire::FrameHeader& h);
+  // A HELLO's claims (job, rank, world); false (and c retired) if foreign.
+  bool hello_valid(Connection& c, const wire::FrameHeader& h);
+  // The accepted connection c speaks for its HELLO's rank from now on.
+  void accept_peer(Connection& c, int peer);
+  // The job's secret, or null (auth.hpp); and the label each side's proof
+  // is made under, bound to the HELLO's job, rank and world.
+  const auth::Secret* secret() const { return secret_.get(); }
+  static std::string proof_label(bool acceptor, const wire::FrameHeader& hello);
   void on_rts(Connection& c, const wire::FrameHeader& h);
   void on_cts(Connection& c, const wire::FrameHeader& h);
   Request* on_data(const wire::FrameHeader& h);
@@ -77,6 +85,7 @@ class TcpTransport final : public Transport, private EventSource {
 
   TransportHost& host_;
   TransportConfig cfg_;
+  std::shared_ptr<const auth::Secret> secret_ = auth::secret_from_env();
   Fd listen_fd_;
   std::string address_;
   std::size_t eager_limit_;

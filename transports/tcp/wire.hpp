@@ -14,6 +14,14 @@
 //          (truncation error on the receiving side).
 //   DATA   payload of a rendezvous: id2 = receiver's token, `bytes` follow.
 //   BYE    the peer is shutting down cleanly; EOF after it is not a failure.
+// Where the job has a secret (src/common/auth.hpp), a connection opens with
+// a challenge-response before any other frame:
+//   HELLO  as above, with `bytes` = 32: the dialer's nonce follows;
+//   AUTH   acceptor -> dialer, `bytes` = 64: the acceptor's nonce and its
+//          proof (HMAC over both nonces, bound to the HELLO's job and ranks);
+//   PROOF  dialer -> acceptor, `bytes` = 32: the dialer's proof.
+// The acceptor takes no other frame before a good PROOF, and the dialer
+// sends none before a good AUTH.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +31,7 @@ namespace braid::wire {
 inline constexpr std::uint32_t kMagic = 0x44524231;  // "1BRD" little-endian
 inline constexpr std::uint16_t kVersion = 1;
 
-enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye };
+enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye, Auth, Proof };
 
 struct FrameHeader {
   std::uint32_t magic;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "braid/process_group.hpp"
+#include "src/api/init_method.hpp"
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -26,6 +27,8 @@
 namespace braid {
 
 namespace {
+
+using detail::parse_int;
 
 std::mutex g_init_mu;
 
@@ -40,15 +43,6 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
-int parse_int(const std::string& text, const char* what, long lo, long hi) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (errno || end == text.c_str() || *end != '\0' || v < lo || v > hi)
-    fail(ErrorCode::InvalidArgument, "{} = '{}' is not valid: expected an integer in {}..{}", what,
-         text, lo, hi);
-  return static_cast<int>(v);
-}
 
 // Rank and world size from the launcher's environment, first match wins.
 void rank_and_size_from_env(int& rank, int& size) {
@@ -64,12 +58,6 @@ void rank_and_size_from_env(int& rank, int& size) {
   }
 }
 
-Endpoint parse_host_port(const std::string& hp, const std::string& method) {
-  const auto colon = hp.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
-    fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected tcp://HOST:PORT", method);
-  return {hp.substr(0, colon), parse_int(hp.substr(colon + 1), "port", 1, 65535)};
-}
 
 // Hosts the store on host:port, or returns null when the port is taken (a
 // standalone braid-store, or a previous job's store that is still closing):
@@ -81,6 +69,44 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
 }
 
 }  // namespace
+
+namespace detail {
+
+int parse_int(const std::string& text, const char* what, long lo, long hi) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (errno || end == text.c_str() || *end != '\0' || v < lo || v > hi)
+    fail(ErrorCode::InvalidArgument, "{} = '{}' is not valid: expected an integer in {}..{}", what,
+         text.substr(0, 100), lo, hi);
+  return static_cast<int>(v);
+}
+
+InitMethod parse_init_method(const std::string& m) {
+  InitMethod r;
+  if (m.empty() || m.rfind("env://", 0) == 0) return r;
+  if (m.rfind("tcp://", 0) == 0) {
+    const std::string hp = m.substr(6);
+    const auto colon = hp.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
+      fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected tcp://HOST:PORT", m.substr(0, 200));
+    r.kind = InitMethod::Kind::Tcp;
+    r.host = hp.substr(0, colon);
+    r.port = parse_int(hp.substr(colon + 1), "port", 1, 65535);
+    return r;
+  }
+  if (m.rfind("file://", 0) == 0) {
+    r.kind = InitMethod::Kind::File;
+    r.path = m.substr(7);
+    if (r.path.empty() || r.path[0] != '/')
+      fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected file:///absolute/path", m.substr(0, 200));
+    return r;
+  }
+  fail(ErrorCode::InvalidArgument, "unknown init_method '{}': expected env://, tcp://HOST:PORT or file:///path",
+       m.substr(0, 200));
+}
+
+}  // namespace detail
 
 void check_group_options(const std::string& backend, Millis timeout) {
   transports::check_backend(backend);
@@ -110,8 +136,9 @@ void init_process_group(const InitOptions& o) {
   std::string store_host = "127.0.0.1";
   bool auto_rank = false;
   const std::string& m = c->init_method;
+  const detail::InitMethod how = detail::parse_init_method(m);
 
-  if (m.rfind("env://", 0) == 0) {
+  if (how.kind == detail::InitMethod::Kind::Env) {
     rank_and_size_from_env(rank, world);
     auto addr = env("MASTER_ADDR");
     auto port = env("MASTER_PORT");
@@ -141,8 +168,8 @@ void init_process_group(const InitOptions& o) {
     // every interface would open it to every network the host is on.
     if (rank == 0 && !c->server) c->server = host_store(*addr, p);
     base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
-  } else if (m.rfind("tcp://", 0) == 0) {
-    const Endpoint ep = parse_host_port(m.substr(6), m);
+  } else if (how.kind == detail::InitMethod::Kind::Tcp) {
+    const Endpoint ep{how.host, how.port};
     if (world < 0) {
       if (auto v = env("WORLD_SIZE")) world = parse_int(*v, "WORLD_SIZE", 1, 1 << 24);
       else fail(ErrorCode::InvalidArgument, "init_method tcp:// needs world_size (InitOptions::world_size or WORLD_SIZE)");
@@ -156,19 +183,14 @@ void init_process_group(const InitOptions& o) {
       c->server = store::TcpStoreServer::try_create(ep.host, ep.port);
     }
     base = std::make_shared<store::TcpStore>(ep.host, ep.port, o.timeout);
-  } else if (m.rfind("file://", 0) == 0) {
-    const std::string path = m.substr(7);
-    if (path.empty() || path[0] != '/')
-      fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected file:///absolute/path", m);
+  } else {
+    const std::string& path = how.path;
     if (world < 0) {
       if (auto v = env("WORLD_SIZE")) world = parse_int(*v, "WORLD_SIZE", 1, 1 << 24);
       else fail(ErrorCode::InvalidArgument, "init_method file:// needs world_size (InitOptions::world_size or WORLD_SIZE)");
     }
     auto_rank = rank < 0;
     base = std::make_shared<store::FileStore>(path, o.timeout);
-  } else {
-    fail(ErrorCode::InvalidArgument,
-         "unknown init_method '{}': expected env://, tcp://HOST:PORT or file:///path", m);
   }
   if (!auto_rank && rank >= world)
     fail(ErrorCode::InvalidArgument, "rank {} is out of range for world_size {}: expected 0..{}", rank,

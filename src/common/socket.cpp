@@ -206,7 +206,7 @@ void read_all(int fd, void* data, std::size_t len, Deadline deadline, const std:
   }
 }
 
-static bool name_matches(const std::string& spec_in, const char* name) {
+bool ifname_matches(const std::string& spec_in, const char* name) {
   // NCCL grammar: "^" excludes, "=" exact; comma-separated list of prefixes.
   std::string spec = spec_in;
   bool exclude = false, exact = false;
@@ -242,7 +242,7 @@ std::string advertised_address(const std::string& store_host) {
     inet_ntop(fam, src, host, sizeof host);
     if (fam == AF_INET6 && std::strncmp(host, "fe80", 4) == 0) continue;  // link-local needs scope
     if (spec && *spec) {
-      if (name_matches(spec, i->ifa_name) && chosen.empty()) chosen = host;
+      if (ifname_matches(spec, i->ifa_name) && chosen.empty()) chosen = host;
       continue;
     }
     if (i->ifa_flags & IFF_LOOPBACK) {

@@ -52,5 +52,9 @@ void read_all(int fd, void* data, std::size_t len, Deadline deadline, const std:
 // up, else loopback. `fallback_host` is used when the store host is loopback,
 // so a single-host job stays on loopback.
 std::string advertised_address(const std::string& store_host);
+// Whether interface `name` is one BRAID_SOCKET_IFNAME's `spec` selects
+// (NCCL's grammar: a comma-separated list of name prefixes; a leading '^'
+// excludes them, '=' makes them exact names).
+bool ifname_matches(const std::string& spec, const char* name);
 
 }  // namespace braid::net

@@ -13,6 +13,7 @@
 #include "src/common/log.hpp"
 #include "src/runtime/context.hpp"
 #include "src/runtime/cpu_sets.hpp"
+#include "src/runtime/peers.hpp"
 
 namespace braid {
 
@@ -57,15 +58,11 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
     job_id = random_u64();
     st->set("job", store::to_bytes(fmt::format("{} {}", job_id, world)));
   } else {
-    const auto v = store::to_string(st->get("job", c->timeout));
-    unsigned long long id = 0;
-    int w = 0;
-    if (std::sscanf(v.c_str(), "%llu %d", &id, &w) != 2)
-      fail(ErrorCode::Store, "the store holds a malformed job record '{}'", v);
-    if (w != world)
+    const JobRecord job = parse_job_record(store::to_string(st->get("job", c->timeout)));
+    if (job.world_size != world)
       fail(ErrorCode::InvalidArgument, "rank {} was started with world_size {} but rank 0 with {}: every "
-           "rank must agree", rank, world, w);
-    job_id = id;
+           "rank must agree", rank, world, job.world_size);
+    job_id = job.id;
   }
 
   c->rank = rank;

@@ -13,24 +13,6 @@
 
 namespace braid {
 
-namespace {
-// The abort record is "<rank>\n" (-1: no single rank). Anyone who can write
-// to the store can write it, so it is parsed strictly: a rank of this job,
-// or nothing.
-std::optional<int> abort_rank(const std::string& v, int world_size) {
-  const auto end = v.find('\n');
-  const std::string digits = v.substr(0, end);
-  if (digits.empty() || digits.size() > 9) return std::nullopt;
-  std::size_t i = digits[0] == '-' ? 1 : 0;
-  if (i == digits.size()) return std::nullopt;
-  for (std::size_t j = i; j < digits.size(); ++j)
-    if (digits[j] < '0' || digits[j] > '9') return std::nullopt;
-  const int r = std::stoi(digits);
-  if (r < -1 || r >= world_size) return std::nullopt;
-  return r;
-}
-}  // namespace
-
 void Engine::fail_all_locked(const std::exception_ptr& e) {
   matcher_.for_each_posted([&](Request& r) { complete(r, e); });
   for (auto& u : matcher_.unexpected()) {

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
 
 #include <fmt/core.h>
 
@@ -53,14 +54,34 @@ void publish_peer_record(store::Store& s, int rank, const PeerRecord& r) {
 }
 
 PeerRecord read_peer_record(store::Store& s, int rank, Millis timeout) {
-  const std::string v = store::to_string(s.get(fmt::format("host/{}", rank), timeout));
+  return parse_peer_record(store::to_string(s.get(fmt::format("host/{}", rank), timeout)), rank);
+}
+
+namespace {
+// A decimal number of at most `max_digits` digits, all of `t`; nothing else.
+std::optional<std::uint64_t> decimal(std::string_view t, std::size_t max_digits) {
+  if (t.empty() || t.size() > max_digits) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : t) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return v;
+}
+}  // namespace
+
+PeerRecord parse_peer_record(const std::string& v, int rank) {
   PeerRecord r;
   const auto bar = v.find('|');
   const auto nl = v.find('\n');
-  if (bar == std::string::npos || (nl != std::string::npos && bar > nl))
-    fail(ErrorCode::Store, "the store holds a malformed host record for rank {}: '{}'", rank, v);
+  const auto pid = bar == std::string::npos || (nl != std::string::npos && bar > nl)
+                       ? std::nullopt
+                       : decimal(std::string_view(v).substr(bar + 1, nl == std::string::npos ? std::string::npos : nl - bar - 1), 10);
+  if (!pid || *pid == 0 || *pid > 0x7fffffff)
+    fail(ErrorCode::Store, "the store holds a malformed host record for rank {}: '{}' (expected 'identity|pid' "
+         "then 'name=address' lines)", rank, v.substr(0, 200));
   r.host = v.substr(0, bar);
-  r.pid = std::atoi(v.c_str() + bar + 1);
+  r.pid = static_cast<int>(*pid);
   for (auto pos = nl; pos != std::string::npos;) {
     const auto next = v.find('\n', pos + 1);
     const std::string line = v.substr(pos + 1, next == std::string::npos ? std::string::npos : next - pos - 1);
@@ -69,6 +90,25 @@ PeerRecord read_peer_record(store::Store& s, int rank, Millis timeout) {
     pos = next;
   }
   return r;
+}
+
+JobRecord parse_job_record(const std::string& v) {
+  const auto sp = v.find(' ');
+  const auto id = sp == std::string::npos ? std::nullopt : decimal(std::string_view(v).substr(0, sp), 20);
+  const auto world = sp == std::string::npos ? std::nullopt : decimal(std::string_view(v).substr(sp + 1), 8);
+  // 20 digits can pass 2^64: the text must be what printing the number gives.
+  if (!id || !world || *world < 1 || *world > (1u << 24) || std::to_string(*id) != v.substr(0, sp))
+    fail(ErrorCode::Store, "the store holds a malformed job record '{}' (expected '<job id> <world size>')",
+         v.substr(0, 200));
+  return {*id, static_cast<int>(*world)};
+}
+
+std::optional<int> abort_rank(const std::string& v, int world_size) {
+  const std::string_view digits = std::string_view(v).substr(0, v.find('\n'));
+  if (digits == "-1") return -1;
+  const auto r = decimal(digits, 9);
+  if (!r || *r >= static_cast<std::uint64_t>(world_size)) return std::nullopt;
+  return static_cast<int>(*r);
 }
 
 }  // namespace braid

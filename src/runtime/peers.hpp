@@ -7,6 +7,8 @@
 // topology, and whether a silent peer's process can be checked directly.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,5 +38,20 @@ struct PeerRecord {
 // "host/<rank>" in the store.
 void publish_peer_record(store::Store& s, int rank, const PeerRecord& r);
 PeerRecord read_peer_record(store::Store& s, int rank, Millis timeout);
+
+// The records every rank reads back from the store, parsed strictly: anyone
+// who can write to the store could have written them (tests/fuzz feeds them
+// arbitrary bytes). Each throws braid::Error(Store) saying what it expected.
+//   host/<rank>  "identity|pid" then "name=address" lines; pid 1..2^31-1.
+PeerRecord parse_peer_record(const std::string& v, int rank);
+//   job          "<job id> <world size>", both decimal, the size 1..2^24.
+struct JobRecord {
+  std::uint64_t id = 0;
+  int world_size = 0;
+};
+JobRecord parse_job_record(const std::string& v);
+//   abort        "<rank>\n", -1 (no single rank) or a rank of the job; no
+//                value (a stranger's record) for anything else.
+std::optional<int> abort_rank(const std::string& v, int world_size);
 
 }  // namespace braid

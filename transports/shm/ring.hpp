@@ -112,4 +112,42 @@ class RingWriter {
   std::uint64_t tail_seen_ = 0;
 };
 
+// Walks the records of [t, head) in a ring's data area of `cap` bytes that
+// another process wrote, checking each before `visit(header, payload)` sees
+// it: a length that is a whole number of lines, inside the ring and the
+// published bytes, a known type, and an Eager payload inside its record.
+// Returns null once every record was visited (t == head), or what was wrong
+// with the first bad one (t stays at it). `visit` returns false to stop
+// early (t then points past the record it saw last).
+template <class Visit>
+const char* walk_records(const std::uint8_t* data, std::size_t cap, std::uint64_t& t, std::uint64_t head,
+                         Visit&& visit) {
+  if (head - t > cap) return "head beyond capacity";
+  while (t < head) {
+    const std::size_t pos = t % cap;
+    // t is the consumer's own and moves by whole lines, so a header always
+    // fits; checked anyway, as everything here is (fuzz_shm_ring found the
+    // read past the end where t is not a whole number of lines).
+    if (pos + sizeof(RecordHeader) > cap) return "tail not on a line";
+    RecordHeader h;
+    std::memcpy(&h, data + pos, sizeof h);
+    if (h.length < kLine || h.length % kLine || pos + h.length > cap || t + h.length > head) return "bad length";
+    switch (h.type) {
+      case RecordType::Pad:
+      case RecordType::Rts:
+      case RecordType::Fin:
+      case RecordType::Bye:
+        break;
+      case RecordType::Eager:
+        if (h.bytes > h.length - kHeaderBytes) return "payload longer than its record";
+        break;
+      default:
+        return "unknown record type";
+    }
+    t += h.length;
+    if (!visit(h, data + pos + kHeaderBytes)) break;
+  }
+  return nullptr;
+}
+
 }  // namespace braid::shm

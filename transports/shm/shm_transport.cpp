@@ -321,27 +321,10 @@ bool ShmTransport::drain(int s) {
   auto corrupt = [&](const char* what) {
     host_.peer_failed(s, fmt::format("it wrote a malformed record into its shared-memory ring ({})", what));
   };
-  if (head - t > cap) {
-    corrupt("head beyond capacity");
-    return true;
-  }
-  while (t < head) {
-    const std::size_t pos = t % cap;
-    shm::RecordHeader h;
-    std::memcpy(&h, data + pos, sizeof h);
-    if (h.length < shm::kLine || h.length % shm::kLine || pos + h.length > cap || t + h.length > head) {
-      corrupt("bad length");
-      return true;
-    }
+  const char* bad = shm::walk_records(data, cap, t, head, [&](const shm::RecordHeader& h, const std::uint8_t* payload) {
     switch (h.type) {
-      case shm::RecordType::Pad:
-        break;
       case shm::RecordType::Eager:
-        if (h.bytes > h.length - shm::kHeaderBytes) {
-          corrupt("payload longer than its record");
-          return true;
-        }
-        deliver_eager(s, h, data + pos + shm::kHeaderBytes);
+        deliver_eager(s, h, payload);
         break;
       case shm::RecordType::Rts:
         deliver_rts(s, h);
@@ -359,12 +342,14 @@ bool ShmTransport::drain(int s) {
         peer(s).bye = true;
         host_.peer_left(s);
         break;
-      default:
-        corrupt("unknown record type");
-        return true;
+      default:  // Pad
+        break;
     }
-    t += h.length;
-    if (host_.abort_error()) break;
+    return !host_.abort_error();
+  });
+  if (bad) {
+    corrupt(bad);
+    return true;
   }
   tails_[static_cast<std::size_t>(s)] = t;
   c->tail.store(t, std::memory_order_release);

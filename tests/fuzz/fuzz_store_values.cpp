@@ -1,0 +1,23 @@
+// Every store value the runtime parses: anyone who can write to the store
+// could have written it. Each parser must take any bytes and either return
+// something sane or throw braid::Error(Store).
+#include "src/runtime/peers.hpp"
+#include "tests/fuzz/fuzz.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
+  const std::string v = fuzz::text(d, n);
+  fuzz::only_braid_errors("parse_peer_record", [&] {
+    const braid::PeerRecord r = braid::parse_peer_record(v, 3);
+    if (r.pid <= 0) std::abort();
+    (void)r.address("tcp");
+  });
+  fuzz::only_braid_errors("parse_job_record", [&] {
+    const auto j = braid::parse_job_record(v);
+    if (j.world_size < 1) std::abort();
+  });
+  for (int world : {1, 4, 1 << 20}) {
+    const auto r = braid::abort_rank(v, world);
+    if (r && (*r < -1 || *r >= world)) std::abort();
+  }
+  return 0;
+}

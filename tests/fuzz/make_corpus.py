@@ -66,7 +66,7 @@ ring = record(2, 128, 8) + b"payload!" + bytes(56) + record(1, 64) + record(4, 6
 ring += bytes(512 - len(ring))
 write("shm_ring", "records", struct.pack("<QQ", 0, 256) + ring)
 
-# store protocol (fuzz_store_protocol.cpp): server side, chunks per client
+# store protocol: server side (fuzz_store_server.cpp), chunks per client
 SMAGIC = 0x54535242
 def sframe(code, *fields):
     body = b"".join(struct.pack("<I", len(f)) + f for f in fields)
@@ -77,11 +77,12 @@ def chunk(client, data):
 server = chunk(1, sframe(GET, b"k")) + chunk(0, sframe(SET, b"k", b"v") + sframe(ADD, b"n", struct.pack("<q", 3)))
 server += chunk(2, sframe(WAIT, b"k", b"n") + sframe(CAS, b"k", b"v", b"w") + sframe(CHECK, b"k") + sframe(NUMKEYS))
 server += chunk(0, sframe(DELETE, b"k") + sframe(TRYGET, b"k"))
-write("store_protocol", "server", b"\x00" + server)
-write("store_protocol", "server-auth", b"\x02" + chunk(0, sframe(SHELLO, bytes(32)) + sframe(SPROOF, bytes(32))) + chunk(1, sframe(GET, b"k")))
+write("store_server", "server", b"\x00" + server)
+write("store_server", "server-auth", b"\x02" + chunk(0, sframe(SHELLO, bytes(32)) + sframe(SPROOF, bytes(32))) + chunk(1, sframe(GET, b"k")))
+# client side (fuzz_store_client.cpp): the replies
 client = sframe(0, struct.pack("<q", 0)) + sframe(1) + sframe(0, struct.pack("<q", 1))
-write("store_protocol", "client", b"\x01" + client)
-write("store_protocol", "client-auth", b"\x03" + sframe(0, bytes(32), bytes(32)) + sframe(0))
+write("store_client", "client", b"\x01" + client)
+write("store_client", "client-auth", b"\x03" + sframe(0, bytes(32), bytes(32)) + sframe(0))
 
 # verbs hello (fuzz_verbs_hello.cpp): a REQUEST from rank 1 of job 0x1234
 vh = struct.pack("<IHBBQii16sIIHBBHBBII", 0x56524231, 1, 1, 0, 0x1234, 1, 4, bytes(16), 77, 1000, 1, 3, 1, 16, 4, 0, 65536, 0)

@@ -73,13 +73,34 @@ std::unique_ptr<Unexpected> Matcher::take_unexpected(const Request& r) {
     if (matches(r, (*it)->src, (*it)->env)) {
       auto u = std::move(*it);
       unexpected_.erase(it);
+      if (u->kind == Unexpected::Kind::Eager) held_bytes_ -= u->bytes;
       return u;
     }
   }
   return nullptr;
 }
 
+void Matcher::clear_unexpected() {
+  unexpected_.clear();
+  held_bytes_ = 0;
+}
+
+void Matcher::drop_local_send(const Request& r) {
+  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it)
+    if ((*it)->local_send == &r) {
+      unexpected_.erase(it);
+      return;
+    }
+}
+
+bool Matcher::posted_from(int src) const {
+  for (const Request* r = head_; r; r = r->next)
+    if (r->peer == ANY_SOURCE || r->peer == src) return true;
+  return false;
+}
+
 Unexpected& Matcher::add_unexpected(std::unique_ptr<Unexpected> u) {
+  if (u->kind == Unexpected::Kind::Eager) held_bytes_ += u->bytes;
   unexpected_.push_back(std::move(u));
   return *unexpected_.back();
 }

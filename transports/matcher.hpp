@@ -38,13 +38,23 @@ class Matcher {
       r = next;
     }
   }
-  std::deque<std::unique_ptr<Unexpected>>& unexpected() { return unexpected_; }
+  // For iteration; unexpected messages leave only through take_unexpected
+  // or clear_unexpected (which keep held_bytes() right).
+  const std::deque<std::unique_ptr<Unexpected>>& unexpected() const { return unexpected_; }
+  void clear_unexpected();
+  // Removes a local send's entry (a cancelled send to oneself).
+  void drop_local_send(const Request& r);
+  // Bytes of message data held for receives not yet posted (eager copies).
+  std::size_t held_bytes() const { return held_bytes_; }
+  // Whether a posted receive may match a message from `src`.
+  bool posted_from(int src) const;
 
  private:
   static bool matches(const Request& r, int src, const Envelope& env);
   Request* head_ = nullptr;
   Request* tail_ = nullptr;
   std::deque<std::unique_ptr<Unexpected>> unexpected_;
+  std::size_t held_bytes_ = 0;
 };
 
 }  // namespace braid

@@ -57,6 +57,13 @@ class TransportHost {
   virtual void del_fd(int fd) = 0;
   // The job's abort error, or null while it runs.
   virtual std::exception_ptr abort_error() const = 0;
+  // Backpressure: true while message data held for receives not yet posted
+  // has reached its bound (BRAID_MAX_UNEXPECTED_BYTES) and no posted receive
+  // could match a message from `peer`. A transport then stops reading what
+  // `peer` sends (TCP's flow control, or a full ring, holds the sender back)
+  // until the host calls its resume(). Never while a posted receive might be
+  // the next message's: that would deadlock a correct program.
+  virtual bool hold_back(int) { return false; }
 
   // A whole message arrived from `src` in transport memory (a ring slot, a
   // receive buffer): into the first matching posted receive, else kept as an
@@ -165,6 +172,8 @@ class Transport {
   virtual bool prepare_sleep() { return true; }
   // After that sleep (called on every transport, prepared or not).
   virtual void after_sleep() {}
+  // The host's hold_back() may now say otherwise: read again what was held.
+  virtual void resume() {}
 };
 
 }  // namespace braid

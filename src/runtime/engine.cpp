@@ -35,6 +35,14 @@ long spin_us_from_env() {
       env_integer("BRAID_SPIN_US", 0, 1000000, "microseconds, 0..1000000").value_or(-1));
 }
 
+// Message data a rank keeps for receives not yet posted before it stops
+// reading from peers that send more (Transport::hold_back). A bound, not a
+// budget: a posted receive from a peer always lets its messages in.
+std::size_t max_unexpected_from_env() {
+  return static_cast<std::size_t>(env_integer("BRAID_MAX_UNEXPECTED_BYTES", 65536, 1LL << 40,
+                                              "a byte count, 65536 to 2^40").value_or(256LL << 20));
+}
+
 const char* kind_name(const Request& r) { return r.kind == Request::Kind::Send ? "send to" : "receive from"; }
 
 std::string peer_text(int peer) { return peer == ANY_SOURCE ? std::string("any rank") : fmt::format("rank {}", peer); }
@@ -43,6 +51,7 @@ std::string peer_text(int peer) { return peer == ANY_SOURCE ? std::string("any r
 Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
     : cfg_(std::move(cfg)), store_(std::move(store)),
       left_(static_cast<std::size_t>(cfg_.world_size), 0) {
+  max_held_ = max_unexpected_from_env();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid())
@@ -256,9 +265,23 @@ void Engine::post_recv(Request& r) {
   }
   if (u) {
     deliver(std::move(u), r);
-    return;
+  } else {
+    matcher_.post(r);
   }
-  matcher_.post(r);
+  // Either may let a transport that holds back a peer read again.
+  resume_held();
+}
+
+bool Engine::hold_back(int peer) {
+  if (matcher_.held_bytes() < max_held_ || matcher_.posted_from(peer)) return false;
+  holding_ = true;
+  return true;
+}
+
+void Engine::resume_held() {
+  if (!holding_ || matcher_.held_bytes() >= max_held_) return;
+  holding_ = false;
+  for (Transport* t : all_) t->resume();
 }
 
 void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline deadline) {
@@ -277,12 +300,7 @@ void Engine::cancel_locked(Request& r, std::exception_ptr e) {
   if (r.posted) {
     matcher_.unpost(r);
   } else if (r.peer == cfg_.rank && r.kind == Request::Kind::Send) {
-    auto& q = matcher_.unexpected();
-    for (auto it = q.begin(); it != q.end(); ++it)
-      if ((*it)->local_send == &r) {
-        q.erase(it);
-        break;
-      }
+    matcher_.drop_local_send(r);
   } else {
     if (r.kind == Request::Kind::Recv) {
       for (Transport* t : all_) t->cancel(r);

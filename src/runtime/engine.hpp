@@ -100,6 +100,12 @@ class Engine final : public TransportHost {
   void mod_fd(int fd, EventSource* src, std::uint32_t events) override;
   void del_fd(int fd) override;
   std::exception_ptr abort_error() const override { return abort_error_; }
+  bool hold_back(int peer) override;
+  // Bytes of message data held for receives not yet posted (tests).
+  std::size_t held_bytes() {
+    std::lock_guard lk(mu_);
+    return matcher_.held_bytes();
+  }
 
   // How many ranks of the job run on this host, how many CPUs they may run
   // on between them, and whether they share CPUs (cpus::oversubscribed):
@@ -156,6 +162,12 @@ class Engine final : public TransportHost {
   std::chrono::microseconds spin_{50};
   bool spin_from_env_ = false;
   bool oversubscribed_ = false;
+  // The bound on held_bytes() (BRAID_MAX_UNEXPECTED_BYTES), and whether a
+  // transport holds a peer back since hold_back() said so.
+  std::size_t max_held_ = 0;
+  bool holding_ = false;
+  // After a receive is posted: lets transports read again what they held.
+  void resume_held();
   void abort_locked(int peer, const std::string& reason, bool publish);
   void fail_all_locked(const std::exception_ptr& e);
   void ensure_connected(int peer, Deadline deadline);

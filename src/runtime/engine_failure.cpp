@@ -18,7 +18,7 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
   for (auto& u : matcher_.unexpected()) {
     if (u->kind == Unexpected::Kind::Local && u->local_send) complete(*u->local_send, e);
   }
-  matcher_.unexpected().clear();
+  matcher_.clear_unexpected();
   for (Transport* t : all_) t->fail_all(e);
   // Anything still counted as async (e.g. a receive whose payload was being
   // copied) is failed too, so no Work waits forever.

@@ -9,6 +9,7 @@
 
 #include <fmt/core.h>
 
+#include "src/runtime/context.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -262,6 +263,61 @@ TEST_CASE("a receive of another dtype fails naming both sides", "[p2p][errors]")
     }
     braid::barrier();
   });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("messages nobody receives yet are bounded: the sender is held back, then everything arrives", "[p2p][bounds]") {
+  // Rank 0 sends 512 eager messages of 8 KiB (4 MiB) to rank 1, which posts
+  // no receive from rank 0: only one from rank 2, on which it waits. With
+  // BRAID_MAX_UNEXPECTED_BYTES at 1 MiB, rank 1 keeps about 1 MiB of them
+  // and stops reading rank 0 (TCP's flow control, or a full ring, holds
+  // rank 0 back). Rank 1 checks the bound at every turn of its wait, tells
+  // rank 2 (through the store) once it holds the bound's worth, gets rank
+  // 2's message, and then receives all 512 in order.
+  constexpr std::size_t kCap = 1 << 20, kMsg = 8 << 10;
+  constexpr int kCount = 512;
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& c = braid::context();
+    if (rank == 0) {
+      std::vector<std::vector<std::uint8_t>> bufs(kCount);
+      std::vector<braid::Work> w;
+      for (int i = 0; i < kCount; ++i) {
+        bufs[static_cast<std::size_t>(i)].assign(kMsg, static_cast<std::uint8_t>(i));
+        w.push_back(braid::isend(braid::tensor(bufs[static_cast<std::size_t>(i)]), 1));
+      }
+      for (auto& x : w) x.wait();
+    } else if (rank == 1) {
+      int go = 0;
+      auto from2 = braid::irecv(braid::tensor(&go, 1), 2);
+      std::size_t most = 0;
+      bool told = false;
+      while (!from2.wait_for(std::chrono::milliseconds(1))) {
+        const std::size_t held = c.engine->held_bytes();
+        most = std::max(most, held);
+        // The bound, plus what one read may admit past it: a frame (TCP)
+        // or a ring's worth of records (shared memory).
+        RANK_CHECK_MSG(held <= kCap + (256 << 10), "held " << held << " bytes");
+        if (!told && held >= kCap) {
+          c.store->set("bounds/full", braid::store::to_bytes("1"));
+          told = true;
+        }
+      }
+      RANK_CHECK(go == 7);
+      RANK_CHECK_MSG(most >= kCap, "held at most " << most);
+      std::vector<std::uint8_t> in(kMsg);
+      for (int i = 0; i < kCount; ++i) {
+        braid::recv(braid::tensor(in), 0);
+        RANK_CHECK_MSG(in.front() == static_cast<std::uint8_t>(i) && in.back() == static_cast<std::uint8_t>(i),
+                       "message " << i << " holds " << int(in.front()));
+      }
+    } else {
+      c.store->wait({"bounds/full"});
+      int go = 7;
+      braid::send(braid::tensor(&go, 1), 1);
+    }
+  }, {.timeout_s = 120, .env = {"BRAID_MAX_UNEXPECTED_BYTES=1048576"}});
   INFO(describe(res));
   REQUIRE(all_ok(res));
 }

@@ -310,11 +310,18 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
   push_or_queue(src, h, nullptr);
 }
 
+bool ShmTransport::held(int s) {
+  for (const auto& [token, r] : rts_out_)
+    if (r->peer == s) return false;  // its FIN for our send comes through this ring
+  return host_.hold_back(s);
+}
+
 bool ShmTransport::drain(int s) {
   shm::RingControl* c = own_.ring_control(s);
   const std::uint64_t head = c->head.load(std::memory_order_acquire);
   std::uint64_t t = tails_[static_cast<std::size_t>(s)];
-  if (t == head) return false;
+  // Held back, the ring fills and the sender queues (its memory, its buffers).
+  if (t == head || held(s)) return false;
   if (!peer(s).watch) watch_sender(s);
   const std::uint8_t* data = own_.ring_data(s);
   const std::size_t cap = own_.header()->ring_bytes;
@@ -371,7 +378,8 @@ bool ShmTransport::prepare_sleep() {
   own_.header()->sleeping.store(1, std::memory_order_seq_cst);
   for (int s = 0; s < cfg_.world_size; ++s) {
     if (s == cfg_.rank) continue;
-    if (own_.ring_control(s)->head.load(std::memory_order_acquire) != tails_[static_cast<std::size_t>(s)] ||
+    if ((own_.ring_control(s)->head.load(std::memory_order_acquire) != tails_[static_cast<std::size_t>(s)] &&
+         !held(s)) ||
         !peer(s).pending.empty()) {
       own_.header()->sleeping.store(0, std::memory_order_relaxed);
       return false;

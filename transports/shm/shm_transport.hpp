@@ -82,6 +82,9 @@ class ShmTransport final : public Transport {
   std::unique_ptr<Attachment> attach(int peer, const std::string& address, std::string* why);
   void on_peer_exit(int peer);
   bool drain(int sender);
+  // The host holds `sender` back (TransportHost::hold_back) and no send of
+  // ours waits for its FIN: its ring is left as it is.
+  bool held(int sender);
   void deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload);
   void deliver_rts(int src, const shm::RecordHeader& h);
   void pull(int src, std::uint64_t addr, std::uint64_t token, Request* r);

@@ -137,7 +137,27 @@ void Connection::update_interest() {
   bool want = qcount_ > 0 && auth_ == Auth::Done;
   if (want == want_out_) return;
   want_out_ = want;
-  t_.host().mod_fd(fd_.get(), this, EPOLLIN | (want ? EPOLLOUT : 0u));
+  t_.host().mod_fd(fd_.get(), this, (held_ ? 0u : EPOLLIN) | (want ? EPOLLOUT : 0u));
+}
+
+// Between frames of a peer's stream (the only place a frame's memory is
+// decided): stop reading it while the host holds the peer back. Only
+// connections the peer dialed carry its messages; a dialed one carries
+// control frames back, never held.
+bool Connection::hold_back() {
+  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || !t_.hold_back(peer_)) return false;
+  if (!held_) {
+    held_ = true;
+    t_.host().mod_fd(fd_.get(), this, want_out_ ? EPOLLOUT : 0u);
+  }
+  return true;
+}
+
+void Connection::resume() {
+  if (!held_ || closed_) return;
+  held_ = false;
+  t_.host().mod_fd(fd_.get(), this, EPOLLIN | (want_out_ ? EPOLLOUT : 0u));
+  read_ready();  // what is already in the read buffer is not announced again
 }
 
 void Connection::frame_written(Request& r, wire::FrameType type) {
@@ -164,6 +184,7 @@ void Connection::read_ready() {
       continue;
     }
     if (rpos_ == rlen_) {
+      if (rstate_ == ReadState::Header && hdr_got_ == 0 && hold_back()) return;
       if (!rbuf_) rbuf_.reset(new char[kReadBuffer]);
       const ssize_t n = ::recv(fd_.get(), rbuf_.get(), kReadBuffer, 0);
       if (n <= 0) {
@@ -175,6 +196,7 @@ void Connection::read_ready() {
     }
     while (rpos_ < rlen_ && !closed_) {
       const std::size_t avail = rlen_ - rpos_;
+      if (rstate_ == ReadState::Header && hdr_got_ == 0 && hold_back()) return;
       if (rstate_ == ReadState::Header) {
         const std::size_t take = std::min(avail, kHeader - hdr_got_);
         std::memcpy(reinterpret_cast<char*>(&hdr_) + hdr_got_, rbuf_.get() + rpos_, take);

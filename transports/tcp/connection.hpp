@@ -54,6 +54,8 @@ class Connection final : public EventSource {
   // A receive claimed the unexpected message this connection is still
   // filling: finish it, then hand the data to `u->waiter` (or drop it).
   void adopt_partial(std::unique_ptr<Unexpected> u);
+  // Reads again after the host held this peer back (TcpTransport::resume).
+  void resume();
   // Withdraws r's frame: true unless payload bytes of r's are partly
   // written (or r has no frame here).
   bool unqueue(Request& r);
@@ -103,6 +105,7 @@ class Connection final : public EventSource {
   void flush();
   void frame_written(Request& r, wire::FrameType type);
   void update_interest();
+  bool hold_back();
   // A fatal condition on this socket: tell the transport (which fails the peer).
   void broken(const std::string& why);
 
@@ -131,6 +134,7 @@ class Connection final : public EventSource {
   bool closed_ = false;
   bool bye_received_ = false;
   bool want_out_ = false;
+  bool held_ = false;  // not reading: the host holds this peer back (resume())
   Auth auth_ = Auth::Done;
   wire::FrameHeader hello_{};           // bound into both proofs
   auth::Nonce dialer_nonce_{}, acceptor_nonce_{};

@@ -140,6 +140,20 @@ bool TcpTransport::hello_valid(Connection& c, const wire::FrameHeader& h) {
   return true;
 }
 
+bool TcpTransport::hold_back(int peer) {
+  for (const auto& [token, r] : rdv_in_)
+    if (r->source == peer) return false;  // its DATA must come in
+  return host_.hold_back(peer);
+}
+
+void TcpTransport::resume() {
+  // resume() may retire a connection (which moves it out of conns_, freed
+  // only by reap()): walk a copy.
+  std::vector<Connection*> live;
+  for (auto& c : conns_) live.push_back(c.get());
+  for (Connection* c : live) c->resume();
+}
+
 void TcpTransport::accept_peer(Connection&, int peer) { incoming_[static_cast<std::size_t>(peer)]++; }
 
 void TcpTransport::send(Request& r) {

@@ -56,6 +56,8 @@ class TcpTransport final : public Transport, private EventSource {
   void fail_all(const std::exception_ptr& e) override;
   // Frees closed connections; only when no progress round is in flight.
   void reap() override;
+  // Connections held back (hold_back) read again.
+  void resume() override;
 
   std::size_t eager_limit() const { return eager_limit_; }
 
@@ -66,6 +68,8 @@ class TcpTransport final : public Transport, private EventSource {
   TransportHost& host() { return host_; }
   // A HELLO's claims (job, rank, world); false (and c retired) if foreign.
   bool hello_valid(Connection& c, const wire::FrameHeader& h);
+  // The host holds `peer` back and no rendezvous of ours waits for its DATA.
+  bool hold_back(int peer);
   // The accepted connection c speaks for its HELLO's rank from now on.
   void accept_peer(Connection& c, int peer);
   // The job's secret, or null (auth.hpp); and the label each side's proof

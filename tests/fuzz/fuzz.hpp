@@ -25,6 +25,13 @@ void only_braid_errors(const char* what, F&& f) {
   }
 }
 
+// Whether the job has a secret (BRAID_JOB_TOKEN) for what the target makes
+// next: the stores and transports read it when they are made.
+inline void job_secret(bool on) {
+  if (on) ::setenv("BRAID_JOB_TOKEN", "fuzz-secret", 1);
+  else ::unsetenv("BRAID_JOB_TOKEN");
+}
+
 inline std::string text(const std::uint8_t* d, std::size_t n) { return std::string(reinterpret_cast<const char*>(d), n); }
 
 }  // namespace fuzz

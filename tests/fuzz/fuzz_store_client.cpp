@@ -44,8 +44,7 @@ void client(const std::uint8_t* d, std::size_t n) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   if (n == 0 || n > (1 << 16)) return 0;
-  if (d[0] & 2) ::setenv("BRAID_JOB_TOKEN", "fuzz-secret", 1);
-  else ::unsetenv("BRAID_JOB_TOKEN");
+  fuzz::job_secret(d[0] & 2);
   client(d + 1, n - 1);
   return 0;
 }

@@ -28,8 +28,7 @@ void turn(braid::FakeHost& h, int rounds) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   if (n == 0 || n > kMaxInput) return 0;
   const bool dialed = d[0] & 1;
-  if (d[0] & 2) ::setenv("BRAID_JOB_TOKEN", "fuzz-secret", 1);
-  else ::unsetenv("BRAID_JOB_TOKEN");
+  fuzz::job_secret(d[0] & 2);
   ++d, --n;
   braid::FakeHost host(0);
   braid::TransportConfig cfg;

@@ -40,6 +40,10 @@ void Connection::close() {
 
 void Connection::on_events(std::uint32_t events) {
   if (closed_) return;  // a stale event from the round that closed us
+  // A hang-up or error is reported whatever the interest: read on to the
+  // failure even while held back (level-triggered, it would come back on
+  // every round otherwise).
+  if (events & (EPOLLERR | EPOLLHUP)) hung_up_ = true;
   if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) read_ready();
   if (!closed_ && (events & EPOLLOUT)) flush();
 }
@@ -145,7 +149,7 @@ void Connection::update_interest() {
 // connections the peer dialed carry its messages; a dialed one carries
 // control frames back, never held.
 bool Connection::hold_back() {
-  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || !t_.hold_back(peer_)) return false;
+  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || hung_up_ || !t_.hold_back(peer_)) return false;
   if (!held_) {
     held_ = true;
     t_.host().mod_fd(fd_.get(), this, want_out_ ? EPOLLOUT : 0u);

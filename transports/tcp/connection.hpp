@@ -135,6 +135,7 @@ class Connection final : public EventSource {
   bool bye_received_ = false;
   bool want_out_ = false;
   bool held_ = false;  // not reading: the host holds this peer back (resume())
+  bool hung_up_ = false;  // epoll reported a hang-up or error: never held
   Auth auth_ = Auth::Done;
   wire::FrameHeader hello_{};           // bound into both proofs
   auth::Nonce dialer_nonce_{}, acceptor_nonce_{};

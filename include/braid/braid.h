@@ -42,8 +42,19 @@ enum {
   BRAID_ERR_INTERNAL = 8
 };
 
+/* In C++ the enums below hold any int (a fixed underlying type), as they do
+ * in C: a C caller may pass a value outside them, which Braid then refuses
+ * with BRAID_ERR_INVALID_ARGUMENT; without it merely reading such a value in
+ * C++ would be undefined behaviour (UBSan's report in tools/sanitize). The
+ * type is int either way. */
+#ifdef __cplusplus
+#define BRAID_ENUM_BASE : int
+#else
+#define BRAID_ENUM_BASE
+#endif
+
 /* Element types: braid::DType, in its order. */
-typedef enum {
+typedef enum BRAID_ENUM_BASE {
   BRAID_INT8 = 0,
   BRAID_UINT8 = 1,
   BRAID_INT32 = 2,
@@ -58,7 +69,7 @@ typedef enum {
 
 /* Reductions: braid::ReduceOp, in its order. AVG needs a floating dtype;
  * the bitwise ones an integer dtype. */
-typedef enum {
+typedef enum BRAID_ENUM_BASE {
   BRAID_SUM = 0,
   BRAID_PROD = 1,
   BRAID_MIN = 2,

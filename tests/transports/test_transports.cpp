@@ -163,7 +163,7 @@ void one_message(Pair& p, std::size_t bytes, bool receive_first, unsigned seed) 
   REQUIRE_FALSE(r.error);
   CHECK(r.source == 0);
   CHECK(r.received == bytes);
-  CHECK(std::memcmp(got.data(), data.data(), bytes) == 0);
+  if (bytes) CHECK(std::memcmp(got.data(), data.data(), bytes) == 0);  // (memcmp of a null pointer is undefined even for 0 bytes)
   CHECK(got[bytes] == 0xee);  // nothing past the message was written
 }
 

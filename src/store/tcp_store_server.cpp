@@ -47,6 +47,7 @@ struct Conn {
   Client client;  // its protocol state, the service's to change
   Fd fd;
   std::uint32_t events = 0;  // epoll interest registered now
+  bool eof = false;          // the client closed its side: serve what it sent, then close
 };
 
 }  // namespace
@@ -195,6 +196,17 @@ void TcpStoreServer::Impl::serve(Conn& c, std::uint32_t events) {
     ok = false;
   }
   if (!ok) return close(c.client.id);
+  if (c.eof) {
+    // Requests that came with the end of the stream still count (a client
+    // may set a key and close without waiting); their replies go out if
+    // the socket still takes them.
+    try {
+      if (service_->process(c.client)) flush(c);
+    } catch (const std::exception& e) {
+      BRAID_WARN("store server on port {}: dropping a client: {}", port_, e.what());
+    }
+    return close(c.client.id);
+  }
   after_io(c);
 }
 
@@ -215,7 +227,7 @@ void TcpStoreServer::Impl::after_io(Conn& c) {
   set_interest(c, want);
 }
 
-// False on EOF or a socket error.
+// False on a socket error; EOF sets c.eof.
 bool TcpStoreServer::Impl::read_some(Conn& c) {
   std::size_t budget = kReadPerEvent;
   while (budget > 0 && c.client.pending_in() < StoreService::kMaxPendingIn) {
@@ -225,7 +237,10 @@ bool TcpStoreServer::Impl::read_some(Conn& c) {
       budget -= std::min(budget, static_cast<std::size_t>(n));
       continue;
     }
-    if (n == 0) return false;
+    if (n == 0) {
+      c.eof = true;
+      return true;
+    }
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK;
   }

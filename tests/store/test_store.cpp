@@ -782,3 +782,17 @@ TEST_CASE("A store with the job's secret serves only clients that prove it, and 
   CHECK(contains(e, "authentication failed"));
   CHECK(contains(e, "without a secret"));
 }
+
+TEST_CASE("A request that arrives with the client's end of stream is still served", "[store][tcp]") {
+  TcpFixture f;
+  {
+    braid::Fd fd = braid::net::connect_retry(braid::net::resolve(kHost, f.server.port()),
+                                             braid::Deadline::after(Millis(2000)), "store");
+    braid::store::Bytes frame;
+    const std::string key = "fire-and-forget", value = "set";
+    braid::store::wire::encode(frame, static_cast<std::uint16_t>(braid::store::wire::Op::Set),
+                               {braid::store::wire::field(key), braid::store::wire::field(value)});
+    braid::net::write_all(fd.get(), frame.data(), frame.size(), braid::Deadline::after(Millis(2000)), "store");
+  }  // closed at once, without reading the reply
+  CHECK(to_string(f.client()->get("fire-and-forget", 5s)) == "set");
+}

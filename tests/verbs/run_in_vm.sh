@@ -9,6 +9,9 @@
 #   info      braid-info lists rxe0 and picks the RoCE v2 GID the guest found
 #   unit      tests/verbs/test_verbs_unit: loopback QPs, stale registrations
 #   wire      tests/verbs/test_verbs_wire: hostile handshakes and malformed messages
+#             (with a secret too: a stranger's wrong proof on the verbs listener)
+#   auth      tests/p2p/test_auth "[join]": a job with a secret over verbs (its
+#             handshakes authenticated), intruders refused
 #   p2p       tests/p2p/test_p2p, every case
 #   failure   tests/p2p/test_failure, "a rank killed mid-transfer" case
 #   coll2     tests/collectives/test_collectives "collectives at 2 ranks"
@@ -119,6 +122,7 @@ if [[ ${1:-} == --inside ]]; then
       unit) run_step unit "$BUILD/tests/verbs/test_verbs_unit" ;;
       transports) BRAID_TEST_REQUIRE_VERBS=1 run_step transports "$BUILD/tests/transports/test_transports" --durations yes ;;
       wire) run_step wire "$BUILD/tests/verbs/test_verbs_wire" --durations yes ;;
+      auth) run_step auth "$BUILD/tests/p2p/test_auth" --durations yes "[join]" ;;
       p2p) run_step p2p "$BUILD/tests/p2p/test_p2p" --durations yes ;;
       failure) run_step failure "$BUILD/tests/p2p/test_failure" --durations yes \
         "a rank killed mid-transfer: every survivor learns within seconds" ;;
@@ -140,7 +144,7 @@ fi
 
 # ---- on the host ------------------------------------------------------------------------
 BUILD=build-verbs
-STEPS="info unit transports wire auto hosts p2p failure coll2 coll4 coll8"
+STEPS="info unit transports wire auth auto hosts p2p failure coll2 coll4 coll8"
 TIMEOUT=1800
 MEMORY=3G
 while (($#)); do

@@ -6,6 +6,8 @@
 // Never a crash, never a hang.
 #include <catch2/catch.hpp>
 
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -165,6 +167,62 @@ TEST_CASE("strangers on the verbs listener are dropped and the job goes on", "[v
       for (int x : in) RANK_CHECK(x == 2 - rank);
     }
   });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("with a secret, a stranger on the verbs listener cannot pose as a rank", "[verbs][wire][auth]") {
+  // The job has a secret: the handshake proves it both ways (handshake.hpp).
+  // Rank 0 plays a stranger who knows rank 1's verbs listener and the job id
+  // but not the secret: a request without a nonce is dropped; one with a
+  // nonce gets ACCEPT and the listener's proof, and its wrong proof is
+  // refused (the connection closes, no READY). Then the real pair works.
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    if (rank == 0) {
+      verbs::QpEndpoint e;
+      e.qpn = 77;
+      e.mtu = IBV_MTU_1024;
+      e.rd_atom = 1;
+      const auto h = verbs::make_hello(verbs::HelloKind::Request, fields(e));
+      {  // no nonce: the listener waits for it, then the stranger leaves
+        auto fd = dial_verbs(1);
+        put(fd, &h, sizeof h);
+      }
+      {
+        auto fd = dial_verbs(1);
+        const std::uint8_t nonce[verbs::kProofBytes] = {1, 2, 3};
+        put(fd, &h, sizeof h);
+        put(fd, nonce, sizeof nonce);
+        std::uint8_t ack[sizeof(verbs::Hello) + 2 * verbs::kProofBytes];
+        braid::net::read_all(fd.get(), ack, sizeof ack, braid::Deadline::after(braid::Millis(10000)), "rank 1");
+        verbs::Hello a{};
+        std::memcpy(&a, ack, sizeof a);
+        RANK_CHECK(verbs::check_hello(a, verbs::HelloKind::Accept, job_id(), 2, 0, 1).empty());
+        const std::uint8_t wrong[verbs::kProofBytes] = {};
+        put(fd, wrong, sizeof wrong);
+        char c;
+        timeval tv{20, 0};
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        RANK_CHECK(::recv(fd.get(), &c, 1, 0) <= 0);  // closed without READY
+      }
+      int go = 1;
+      braid::send(braid::tensor(&go, 1), 1);
+    } else {
+      // Waiting in a receive keeps this rank's transports progressing (a
+      // barrier may run as a one-sided plan that never looks at them).
+      int go = 0;
+      braid::recv(braid::tensor(&go, 1), 0);
+      RANK_CHECK(go == 1);
+    }
+    for (std::size_t n : {std::size_t(10), std::size_t(300000)}) {
+      std::vector<int> out(n, rank + 1), in(n, 0);
+      auto w = braid::isend(braid::tensor(out), 1 - rank);
+      braid::recv(braid::tensor(in), 1 - rank);
+      w.wait();
+      for (int x : in) RANK_CHECK(x == 2 - rank);
+    }
+  }, {.timeout_s = 120, .env = {"BRAID_JOB_TOKEN=verbs-wire-secret"}});
   INFO(describe(res));
   REQUIRE(all_ok(res));
 }

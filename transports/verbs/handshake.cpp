@@ -73,9 +73,14 @@ HelloFields fields_of(const Hello& h) {
   return f;
 }
 
+std::string proof_label(bool acceptor, std::uint64_t job_id, int dialer, int acceptor_rank) {
+  return fmt::format("braid verbs {} job {:#x} dialer {} acceptor {}", acceptor ? "acceptor" : "dialer", job_id, dialer,
+                     acceptor_rank);
+}
+
 HelloReader::Result HelloReader::read_from(int fd) {
-  while (got_ < sizeof h_) {
-    const ssize_t n = ::recv(fd, reinterpret_cast<char*>(&h_) + got_, sizeof h_ - got_, 0);
+  while (got_ < want_) {
+    const ssize_t n = ::recv(fd, reinterpret_cast<char*>(buf_) + got_, want_ - got_, 0);
     if (n == 0) return Result::Closed;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -85,6 +90,7 @@ HelloReader::Result HelloReader::read_from(int fd) {
     }
     got_ += static_cast<std::size_t>(n);
   }
+  if (want_ >= sizeof h_) std::memcpy(&h_, buf_, sizeof h_);
   return Result::Done;
 }
 

@@ -15,6 +15,18 @@
 // and no side blocks on the other's progress (two ranks dialing each other
 // at once cannot deadlock).
 //
+// Where the job has a secret (src/common/auth.hpp) the handshake also proves
+// it both ways, and the acceptor connects its QP only once the dialer has:
+//   REQUEST + the dialer's nonce (32 bytes);
+//   ACCEPT + the acceptor's nonce and proof (HMAC over both nonces, bound to
+//     the job and the two ranks) -- its QP is still in INIT;
+//   PROOF: the dialer's proof (32 bytes), after it checked the acceptor's and
+//     took its own QP to RTS;
+//   READY (8 bytes), once the acceptor checked the proof and took its QP to
+//     RTS; only then does the dialer send on its QP.
+// Still nobody blocks on the other's progress: each step is read by the
+// connection's state machine.
+//
 // The socket then stays open, silent, in the host's epoll, as a liveness
 // channel: the kernel closes it when the process dies, which is seen at once,
 // where RDMA retries would take seconds. A peer leaving cleanly sends BYE on
@@ -24,6 +36,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "transports/verbs/queue_pair.hpp"
 
@@ -72,17 +85,37 @@ std::string check_hello(const Hello& h, HelloKind kind, std::uint64_t job_id, in
                         int expected_rank);
 HelloFields fields_of(const Hello& h);
 
-// Reads one Hello from a non-blocking socket, across as many calls as the
-// bytes take to arrive.
+// The authenticated handshake's extra parts (sizes in bytes) and READY.
+inline constexpr std::size_t kProofBytes = 32;   // a nonce or an HMAC
+inline constexpr std::size_t kReadyBytes = 8;
+inline constexpr std::uint64_t kReadyWord = 0x5944414552425242ull;  // "BRBREADY" little-endian
+// The label each side's proof is made under.
+std::string proof_label(bool acceptor, std::uint64_t job_id, int dialer, int acceptor_rank);
+
+// Reads one handshake message from a non-blocking socket, across as many
+// calls as the bytes take to arrive: a Hello and, where the job has a
+// secret, what follows it (expect()).
 class HelloReader {
  public:
   enum class Result { Done, More, Closed, Failed };
+  // The next message: `bytes` long (a Hello and its extras, or a PROOF or
+  // READY alone), at most kMaxBytes.
+  void expect(std::size_t bytes) {
+    want_ = bytes;
+    got_ = 0;
+  }
   Result read_from(int fd);
+  // The Hello at the start of the message read (when it began with one).
   const Hello& hello() const { return h_; }
+  // The message's bytes: after a Hello, its extras start at sizeof(Hello).
+  const std::uint8_t* bytes() const { return buf_; }
   int error() const { return err_; }
+  static constexpr std::size_t kMaxBytes = sizeof(Hello) + 2 * kProofBytes;
 
  private:
   Hello h_{};
+  std::uint8_t buf_[kMaxBytes]{};
+  std::size_t want_ = sizeof(Hello);
   std::size_t got_ = 0;
   int err_ = 0;
 };

@@ -3,8 +3,10 @@
 //
 // A connection's life (the QP's own states are in queue_pair.hpp):
 //   AwaitRequest  accepted socket, reading the dialer's Hello; no QP yet
+//                 (with a secret, then its PROOF: QP in INIT, auth_step 1)
 //   AwaitAccept   dialed: QP in INIT, request written, reading the answer;
-//                 sends queue
+//                 sends queue (with a secret, then READY: QP in RTS,
+//                 auth_step 1)
 //   Ready         QP in RTS; the socket is only a liveness channel
 //   Eof           the socket closed; waiting briefly for a BYE still in the
 //                 completion queue before calling it a failure
@@ -13,6 +15,7 @@
 
 #include <deque>
 
+#include "src/common/auth.hpp"
 #include "src/common/time.hpp"
 #include "transports/verbs/queue_pair.hpp"
 #include "transports/verbs/verbs_transport.hpp"
@@ -87,6 +90,11 @@ struct VerbsTransport::Conn final : EventSource {
   Fd sock;
   bool in_epoll = false;
   verbs::HelloReader reader;
+  // The authenticated handshake (handshake.hpp), where the job has a secret.
+  int auth_step = 0;               // 1: acceptor awaits PROOF, dialer READY
+  int claimed = -1;                // acceptor: the rank the request names
+  verbs::HelloFields remote;       // the other side's Hello, used at step 1
+  auth::Nonce dialer_nonce{}, acceptor_nonce{};
   // The ring is declared before the QP: the QP is destroyed first.
   std::unique_ptr<verbs::RecvRing> rx;
   verbs::QpPtr qp;

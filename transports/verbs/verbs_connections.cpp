@@ -85,6 +85,11 @@ ConnectResult VerbsTransport::connect(const PeerInfo& peer, Deadline deadline) {
   f.recv_bytes = c->rx->bytes();
   const verbs::Hello req = verbs::make_hello(verbs::HelloKind::Request, f);
   net::write_all(fd.get(), &req, sizeof req, deadline, fmt::format("rank {}", peer.rank));
+  if (secret_) {  // the answer (ACCEPT and its proof) is read by on_socket
+    c->dialer_nonce = auth::fresh_nonce();
+    net::write_all(fd.get(), c->dialer_nonce.data(), c->dialer_nonce.size(), deadline, fmt::format("rank {}", peer.rank));
+    c->reader.expect(sizeof(verbs::Hello) + 2 * verbs::kProofBytes);
+  }
   net::set_nonblocking(fd.get());
   c->sock = std::move(fd);
   c->state = Conn::State::AwaitAccept;
@@ -114,6 +119,7 @@ void VerbsTransport::on_events(std::uint32_t) {
     }
     net::set_nodelay(fd);
     auto c = std::make_unique<Conn>(*this, -1, false);
+    if (secret_) c->reader.expect(sizeof(verbs::Hello) + verbs::kProofBytes);
     c->sock = Fd(fd);
     host_.add_fd(fd, c.get(), EPOLLIN);
     c->in_epoll = true;
@@ -134,6 +140,43 @@ void VerbsTransport::accept_request(Conn& c) {
   if (slot) {
     BRAID_WARN("verbs: dropping a second connection from rank {}", remote.rank);
     retire(c);
+    return;
+  }
+  if (secret_) {
+    // Answer with our endpoint and proof; connect the QP only once the
+    // dialer has proved the secret too (accept_proof). Until then the
+    // connection names no rank: a stranger's failure blames nobody.
+    c.claimed = remote.rank;
+    c.remote = remote;
+    std::memcpy(c.dialer_nonce.data(), c.reader.bytes() + sizeof(verbs::Hello), verbs::kProofBytes);
+    try {
+      setup_qp(c);
+    } catch (const Error& e) {
+      BRAID_WARN("verbs: dropping a connection from a process claiming rank {}: {}", remote.rank, e.what());
+      retire(c);
+      return;
+    }
+    verbs::HelloFields f;
+    f.job_id = cfg_.job_id;
+    f.rank = cfg_.rank;
+    f.world_size = cfg_.world_size;
+    f.endpoint = c.local;
+    f.credits = kCredits;
+    f.recv_bytes = c.rx->bytes();
+    c.acceptor_nonce = auth::fresh_nonce();
+    const auth::Mac mac = secret_->mac(verbs::proof_label(true, cfg_.job_id, remote.rank, cfg_.rank),
+                                       auth::view(c.dialer_nonce), auth::view(c.acceptor_nonce));
+    std::uint8_t msg[sizeof(verbs::Hello) + 2 * verbs::kProofBytes];
+    const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, f);
+    std::memcpy(msg, &ack, sizeof ack);
+    std::memcpy(msg + sizeof ack, c.acceptor_nonce.data(), verbs::kProofBytes);
+    std::memcpy(msg + sizeof ack + verbs::kProofBytes, mac.data(), verbs::kProofBytes);
+    if (!send_now(c, msg, sizeof msg)) {
+      retire(c);
+      return;
+    }
+    c.auth_step = 1;
+    c.reader.expect(verbs::kProofBytes);
     return;
   }
   c.peer = remote.rank;
@@ -171,15 +214,95 @@ void VerbsTransport::finish_dial(Conn& c) {
     return;
   }
   const verbs::HelloFields remote = verbs::fields_of(h);
+  if (secret_) {
+    std::memcpy(c.acceptor_nonce.data(), c.reader.bytes() + sizeof(verbs::Hello), verbs::kProofBytes);
+    auth::Mac theirs;
+    std::memcpy(theirs.data(), c.reader.bytes() + sizeof(verbs::Hello) + verbs::kProofBytes, verbs::kProofBytes);
+    if (!secret_->check(theirs, verbs::proof_label(true, cfg_.job_id, cfg_.rank, c.peer), auth::view(c.dialer_nonce),
+                        auth::view(c.acceptor_nonce))) {
+      conn_failed(c, fmt::format("authentication failed: its verbs listener could not prove the job's secret ({})",
+                                 auth::kHint));
+      return;
+    }
+  }
   try {
     verbs::connect_qp(c.qp.get(), *dev_, c.local, remote.endpoint);
   } catch (const Error& e) {
     conn_failed(c, e.what());
     return;
   }
+  if (secret_) {
+    // Our proof; the acceptor connects its QP on it and answers READY,
+    // before which nothing is sent on ours (dial_ready).
+    const auth::Mac mine = secret_->mac(verbs::proof_label(false, cfg_.job_id, cfg_.rank, c.peer),
+                                        auth::view(c.dialer_nonce), auth::view(c.acceptor_nonce));
+    if (!send_now(c, mine.data(), mine.size())) {
+      conn_failed(c, "could not send it the handshake's proof");
+      return;
+    }
+    c.remote = remote;
+    c.auth_step = 1;
+    c.reader.expect(verbs::kReadyBytes);
+    return;
+  }
   start_flow(c, remote);
   BRAID_INFO("verbs: connected to rank {} (QPN {} -> {})", c.peer, c.local.qpn, remote.endpoint.qpn);
   flush(c);
+}
+
+void VerbsTransport::accept_proof(Conn& c) {
+  auth::Mac theirs;
+  std::memcpy(theirs.data(), c.reader.bytes(), verbs::kProofBytes);
+  if (!secret_->check(theirs, verbs::proof_label(false, cfg_.job_id, c.claimed, cfg_.rank), auth::view(c.dialer_nonce),
+                      auth::view(c.acceptor_nonce))) {
+    BRAID_WARN("verbs: refusing a connection that claims rank {}: authentication failed ({})", c.claimed, auth::kHint);
+    retire(c);
+    return;
+  }
+  Conn*& slot = in_[static_cast<std::size_t>(c.claimed)];
+  if (slot) {
+    BRAID_WARN("verbs: dropping a second connection from rank {}", c.claimed);
+    retire(c);
+    return;
+  }
+  c.peer = c.claimed;
+  try {
+    verbs::connect_qp(c.qp.get(), *dev_, c.local, c.remote.endpoint);
+  } catch (const Error& e) {
+    conn_failed(c, fmt::format("could not set up a verbs connection with it: {}", e.what()));
+    return;
+  }
+  const std::uint64_t ready = verbs::kReadyWord;
+  if (!send_now(c, &ready, sizeof ready)) {
+    conn_failed(c, "could not answer its proof");
+    return;
+  }
+  slot = &c;
+  c.auth_step = 0;
+  start_flow(c, c.remote);
+  BRAID_INFO("verbs: rank {} connected, authenticated (QPN {} -> {})", c.peer, c.remote.endpoint.qpn, c.local.qpn);
+}
+
+void VerbsTransport::dial_ready(Conn& c) {
+  std::uint64_t word = 0;
+  std::memcpy(&word, c.reader.bytes(), sizeof word);
+  if (word != verbs::kReadyWord) {
+    conn_failed(c, "answered the verbs handshake's proof wrongly");
+    return;
+  }
+  c.auth_step = 0;
+  start_flow(c, c.remote);
+  BRAID_INFO("verbs: connected to rank {}, authenticated (QPN {} -> {})", c.peer, c.local.qpn, c.remote.endpoint.qpn);
+  flush(c);
+}
+
+bool VerbsTransport::send_now(Conn& c, const void* p, std::size_t n) {
+  // A few dozen bytes into a socket that has carried only the handshake:
+  // the kernel takes them at once.
+  ssize_t sent;
+  do sent = ::send(c.sock.get(), p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(n);
 }
 
 bool VerbsTransport::connected(int peer) const {
@@ -207,13 +330,17 @@ void VerbsTransport::on_socket(Conn& c, std::uint32_t) {
       case verbs::HelloReader::Result::More:
         return;
       case verbs::HelloReader::Result::Done:
-        if (c.state == S::AwaitRequest) accept_request(c);
-        else finish_dial(c);
+        if (c.state == S::AwaitRequest) c.auth_step ? accept_proof(c) : accept_request(c);
+        else c.auth_step ? dial_ready(c) : finish_dial(c);
         return;
       case verbs::HelloReader::Result::Closed:
       case verbs::HelloReader::Result::Failed:
         if (c.state == S::AwaitRequest) retire(c);  // a probe, or a stray
-        else conn_failed(c, "its verbs listener closed the connection during the handshake (the process exited or was killed)");
+        else
+          conn_failed(c, secret_ ? fmt::format("its verbs listener closed the connection during the handshake (the "
+                                               "process exited or was killed, or it has another secret: {})", auth::kHint)
+                                 : std::string("its verbs listener closed the connection during the handshake (the "
+                                               "process exited or was killed)"));
         return;
     }
   }

@@ -53,6 +53,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "src/common/auth.hpp"
 #include "src/common/fd.hpp"
 #include "transports/transport.hpp"
 #include "transports/verbs/device.hpp"
@@ -127,6 +128,11 @@ class VerbsTransport final : public Transport, private EventSource {
   void setup_qp(Conn& c);
   void accept_request(Conn& c);
   void finish_dial(Conn& c);
+  // The authenticated handshake's second steps (handshake.hpp).
+  void accept_proof(Conn& c);
+  void dial_ready(Conn& c);
+  // Writes a handshake message whole into the connection's fresh socket.
+  bool send_now(Conn& c, const void* p, std::size_t n);
   void start_flow(Conn& c, const verbs::HelloFields& remote);
   // Completions and messages.
   bool drain_cq();
@@ -157,6 +163,7 @@ class VerbsTransport final : public Transport, private EventSource {
 
   TransportHost& host_;
   TransportConfig cfg_;
+  std::shared_ptr<const auth::Secret> secret_ = auth::secret_from_env();
   std::size_t eager_limit_;
   // Declared in dependency order: destroyed in reverse (QPs and MRs before
   // the CQ and PD, those before the device context).

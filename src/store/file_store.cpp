@@ -96,7 +96,8 @@ struct FileStore::Impl {
 LockedFile FileStore::Impl::open_locked(bool exclusive, Deadline deadline, Millis timeout) {
   Backoff backoff(std::chrono::microseconds(20), std::chrono::milliseconds(2));
   for (;;) {
-    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    // 0600: the store holds the job's addresses and id; only its user reads it.
+    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
     if (!fd.valid()) fail(ErrorCode::Store, "cannot open file store '{}': {}", path, errno_text());
     struct flock lk {};
     lk.l_type = exclusive ? F_WRLCK : F_RDLCK;

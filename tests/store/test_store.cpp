@@ -796,3 +796,12 @@ TEST_CASE("A request that arrives with the client's end of stream is still serve
   }  // closed at once, without reading the reply
   CHECK(to_string(f.client()->get("fire-and-forget", 5s)) == "set");
 }
+
+TEST_CASE("A FileStore's file is readable by its user only", "[store][file]") {
+  TempPath p("mode");
+  braid::store::FileStore s(p.path, 1s);
+  s.set("k", to_bytes("v"));
+  struct stat st {};
+  REQUIRE(::stat(p.path.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+}

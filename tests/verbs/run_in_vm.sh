@@ -12,7 +12,7 @@
 #             (with a secret too: a stranger's wrong proof on the verbs listener)
 #   auth      tests/p2p/test_auth "[join]": a job with a secret over verbs (its
 #             handshakes authenticated), intruders refused
-#   p2p       tests/p2p/test_p2p, every case
+#   p2p       tests/p2p/test_p2p, every case but [bounds]
 #   failure   tests/p2p/test_failure, "a rank killed mid-transfer" case
 #   coll2     tests/collectives/test_collectives "collectives at 2 ranks"
 #   coll4     ... "collectives at 4 ranks"
@@ -123,7 +123,9 @@ if [[ ${1:-} == --inside ]]; then
       transports) BRAID_TEST_REQUIRE_VERBS=1 run_step transports "$BUILD/tests/transports/test_transports" --durations yes ;;
       wire) run_step wire "$BUILD/tests/verbs/test_verbs_wire" --durations yes ;;
       auth) run_step auth "$BUILD/tests/p2p/test_auth" --durations yes "[join]" ;;
-      p2p) run_step p2p "$BUILD/tests/p2p/test_p2p" --durations yes ;;
+      # (not [bounds]: the verbs transport does not hold peers back yet, and
+      # that case would pass over Soft-RoCE only because the flood is slow)
+      p2p) run_step p2p "$BUILD/tests/p2p/test_p2p" --durations yes "~[bounds]" ;;
       failure) run_step failure "$BUILD/tests/p2p/test_failure" --durations yes \
         "a rank killed mid-transfer: every survivor learns within seconds" ;;
       coll2) run_step coll2 "$BUILD/tests/collectives/test_collectives" --durations yes "collectives at 2 ranks" ;;

@@ -272,6 +272,10 @@ TEST_CASE("Bucketer: a bucket's all_reduce starts when its tensors are ready, be
     // Buckets 0 and 1 ({7, 4} and {6}) ready; bucket 1 is one tensor,
     // reduced in place, so its result appears in tensor 6 without wait().
     for (std::size_t i : {7, 4, 6}) bk.mark_ready(i);
+#if !defined(__SANITIZE_THREAD__)
+    // Watching tensor 6 while the runner thread writes it is a data race by
+    // design (the point is to see the result before wait()); under TSan
+    // (tools/sanitize tsan) that watch is left out and the rest runs.
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (std::int64_t j = 0; j < bufs[6].count(); ++j) {
       auto* p = reinterpret_cast<float*>(bufs[6].bytes.data()) + j;
@@ -280,6 +284,7 @@ TEST_CASE("Bucketer: a bucket's all_reduce starts when its tensors are ready, be
         std::this_thread::yield();
       }
     }
+#endif
     for (std::size_t i : {5, 3, 2, 1, 0}) bk.mark_ready(i);
     bk.wait();
     check(bufs, [&](std::size_t i, std::int64_t j) { return sum_over(everyone, i, j); }, "after wait");

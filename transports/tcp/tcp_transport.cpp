@@ -141,9 +141,10 @@ bool TcpTransport::hello_valid(Connection& c, const wire::FrameHeader& h) {
 }
 
 bool TcpTransport::hold_back(int peer) {
+  if (!host_.hold_back(peer)) return false;  // the common case, checked first: it is every frame's
   for (const auto& [token, r] : rdv_in_)
     if (r->source == peer) return false;  // its DATA must come in
-  return host_.hold_back(peer);
+  return true;
 }
 
 void TcpTransport::resume() {

@@ -1,7 +1,10 @@
 // Every store value the runtime parses: anyone who can write to the store
 // could have written it. Each parser must take any bytes and either return
-// something sane or throw braid::Error(Store).
+// something sane or throw braid::Error(Store); the numbers of a shared-memory
+// address or window record ("pid memfd eventfd", "pid fd") are parsed by
+// parse_ints.
 #include "src/runtime/peers.hpp"
+#include "transports/record_text.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
@@ -18,6 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   for (int world : {1, 4, 1 << 20}) {
     const auto r = braid::abort_rank(v, world);
     if (r && (*r < -1 || *r >= world)) std::abort();
+  }
+  for (std::size_t count : {2u, 3u}) {
+    int out[3] = {7, 7, 7};
+    if (braid::parse_ints(v, std::span<int>(out, count)) && v.size() > 12 * count) std::abort();  // too long to be ints
   }
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "transports/shm/shm_transport.hpp"
 
+#include "transports/record_text.hpp"
+
 #include <sys/epoll.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -106,11 +108,12 @@ ConnectResult ShmTransport::connect(const PeerInfo& peer, Deadline) {
 }
 
 std::unique_ptr<ShmTransport::Attachment> ShmTransport::attach(int p, const std::string& address, std::string* why) {
-  int pid = 0, memfd = -1, efd = -1;
-  if (std::sscanf(address.c_str(), "%d %d %d", &pid, &memfd, &efd) != 3 || pid <= 0) {
-    *why = fmt::format("malformed shared-memory address '{}'", address);
+  int v[3] = {0, -1, -1};  // pid, memfd, eventfd
+  if (!parse_ints(address, v) || v[0] <= 0 || v[1] < 0 || v[2] < 0) {
+    *why = fmt::format("malformed shared-memory address '{}'", address.substr(0, 100));
     return nullptr;
   }
+  const int pid = v[0], memfd = v[1], efd = v[2];
   auto a = std::make_unique<Attachment>();
   a->pid = pid;
   a->pidfd = Fd(pidfd_open(pid));

@@ -15,6 +15,7 @@
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/pidfd.hpp"
+#include "transports/record_text.hpp"
 #include "transports/shm/window_layout.hpp"
 
 namespace braid::shm {
@@ -63,10 +64,11 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, deadline.poll_ms(100) + 1)));
     }
     const std::string v = store::to_string(*rec);
-    int pid = 0, fd = -1;
-    if (std::sscanf(v.c_str(), "%d %d", &pid, &fd) != 2 || pid <= 0 || fd < 0)
+    int rec_ints[2] = {0, -1};
+    if (!parse_ints(v, rec_ints) || rec_ints[0] <= 0 || rec_ints[1] < 0)
       fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {} published '{}'; expected 'pid fd'",
-                world_rank(q), v);
+                world_rank(q), v.substr(0, 100));
+    const int pid = rec_ints[0], fd = rec_ints[1];
     p.pid = pid;
     p.pidfd = Fd(pidfd_open(pid));
     if (!p.pidfd.valid())

@@ -40,6 +40,12 @@ inline std::size_t line_round(std::size_t bytes) { return (bytes + kLine - 1) / 
 // BufDesc::fd: the buffer is in the owner's window block (shared memory).
 inline constexpr std::int32_t kInBlock = -2;
 
+// Whether [addr, addr + bytes) lies inside [base, base + size), computed
+// without overflow: every descriptor was written by another process.
+inline bool span_inside(std::uint64_t base, std::uint64_t size, std::uint64_t addr, std::uint64_t bytes) {
+  return addr >= base && bytes <= size && addr - base <= size - bytes;
+}
+
 // Where one buffer of one rank is for the current call (which = 0 Input,
 // 1 Output, 2 Scratch). The fields after `bytes` say how to reach it; each
 // transport fills the ones it needs and leaves the rest zero.

@@ -1,15 +1,26 @@
 // Shared-memory ring records: bytes another process wrote into this rank's
 // ring (its producer), walked with the checks the transport uses
 // (shm::walk_records). Every payload a visitor is given must lie inside the
-// ring and inside the published bytes.
+// ring and inside the published bytes. The same bytes, as a peer's buffer
+// descriptor (base, size, addr, bytes), go through the check every window
+// makes before it maps or reads one (onesided::span_inside), against
+// 128-bit arithmetic.
 #include <cstring>
 #include <vector>
 
 #include "tests/fuzz/fuzz.hpp"
+#include "transports/ledger.hpp"
 #include "transports/shm/ring.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   namespace shm = braid::shm;
+  if (n >= 32) {
+    std::uint64_t q[4];
+    std::memcpy(q, d, 32);
+    const unsigned __int128 base = q[0], size = q[1], addr = q[2], bytes = q[3];
+    const bool inside = addr >= base && addr + bytes <= base + size;
+    if (braid::onesided::span_inside(q[0], q[1], q[2], q[3]) != inside) std::abort();
+  }
   if (n < 16) return 0;
   // The first 16 bytes: the tail the consumer has reached and the head the
   // producer published; then the ring's data, a whole number of lines.

@@ -29,7 +29,7 @@ shm::BufDesc DeviceSteps::describe(const void* p, std::size_t bytes, int device,
 
 char* DeviceSteps::open_peer(shm::Window& w, int peer, const shm::BufDesc& d, const shm::IpcDesc& ipc,
                              std::uint64_t off) {
-  if (off > d.bytes || ipc.offset + d.bytes > d.size)
+  if (off > d.bytes || !onesided::span_inside(0, d.size, ipc.offset, d.bytes))
     fail_peer(ErrorCode::Transport, w.world_rank(peer), "rank {} described a device buffer outside its allocation",
               w.world_rank(peer));
   auto& seen = w.ipc_seen(peer);

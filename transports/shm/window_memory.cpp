@@ -42,7 +42,7 @@ bool Window::peer_gone(int peer) {
 
 char* Window::map(int peer, const BufDesc& d, std::uint64_t addr, std::size_t bytes) {
   if (d.fd == -1) return nullptr;
-  if (addr < d.base || addr + bytes > d.base + d.size)
+  if (!onesided::span_inside(d.base, d.size, addr, bytes))
     fail_peer(ErrorCode::Transport, world_rank(peer),
               "rank {} described a buffer outside its shareable allocation", world_rank(peer));
   Peer& p = peers_[static_cast<std::size_t>(peer)];

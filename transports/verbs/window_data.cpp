@@ -225,7 +225,7 @@ char* Window::scratch(int parity, std::size_t bytes, std::uint64_t ticket, onesi
 void Window::check_remote(int peer, const onesided::BufDesc& d, std::uint64_t addr, std::size_t bytes) const {
   // A peer's descriptor came over the wire: never hand the adapter a range
   // outside what it registered.
-  if (d.rkey == 0 || addr < d.base || addr + bytes > d.base + d.size || addr + bytes < addr)
+  if (d.rkey == 0 || !onesided::span_inside(d.base, d.size, addr, bytes))
     fail_peer(ErrorCode::Transport, world_rank(peer),
               "RDMA window: rank {} described a buffer outside its registered memory", world_rank(peer));
 }

@@ -16,6 +16,7 @@
 #include "braid/process_group.hpp"
 #include "src/common/errors.hpp"
 #include "src/runtime/context.hpp"
+#include "src/runtime/peers.hpp"
 
 namespace braid {
 
@@ -66,9 +67,8 @@ Group split(const Group& parent, int color, int key, const OpOptions& options) {
   } else {
     // Checked before use: anyone who reaches the store could have written it.
     const std::string v = store::to_string(c.store->get(where, op_timeout(o)));
-    char* end = nullptr;
-    id = std::strtoull(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || id < kSplitIdBase || id >= 2 * kSplitIdBase)
+    id = decimal(v, 10).value_or(0);
+    if (id < kSplitIdBase || id >= 2 * kSplitIdBase)
       fail(ErrorCode::Store, "split: the store holds a malformed group id '{}' under {} (expected {}..{})",
            v.substr(0, 40), where, kSplitIdBase, 2 * kSplitIdBase - 1);
   }

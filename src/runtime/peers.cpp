@@ -57,8 +57,6 @@ PeerRecord read_peer_record(store::Store& s, int rank, Millis timeout) {
   return parse_peer_record(store::to_string(s.get(fmt::format("host/{}", rank), timeout)), rank);
 }
 
-namespace {
-// A decimal number of at most `max_digits` digits, all of `t`; nothing else.
 std::optional<std::uint64_t> decimal(std::string_view t, std::size_t max_digits) {
   if (t.empty() || t.size() > max_digits) return std::nullopt;
   std::uint64_t v = 0;
@@ -68,7 +66,6 @@ std::optional<std::uint64_t> decimal(std::string_view t, std::size_t max_digits)
   }
   return v;
 }
-}  // namespace
 
 PeerRecord parse_peer_record(const std::string& v, int rank) {
   PeerRecord r;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct JobRecord {
   int world_size = 0;
 };
 JobRecord parse_job_record(const std::string& v);
+// A decimal number of 1 to `max_digits` digits, all of `t`: no sign, space
+// or anything else (split ids, and the records below). Up to 19 digits it
+// cannot wrap; a caller that allows 20 compares the text (job record).
+std::optional<std::uint64_t> decimal(std::string_view t, std::size_t max_digits);
 //   abort        "<rank>\n", -1 (no single rank) or a rank of the job; no
 //                value (a stranger's record) for anything else.
 std::optional<int> abort_rank(const std::string& v, int world_size);

@@ -21,6 +21,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
     const auto j = braid::parse_job_record(v);
     if (j.world_size < 1) std::abort();
   });
+  if (const auto id = braid::decimal(v, 10)) {  // a split's group id
+    if (std::to_string(*id).size() > v.size()) std::abort();
+  }
   for (int world : {1, 4, 1 << 20}) {
     const auto r = braid::abort_rank(v, world);
     if (r && (*r < -1 || *r >= world)) std::abort();

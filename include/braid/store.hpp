@@ -62,7 +62,10 @@ class Store {
 
 // Braid's own stores, as the init methods use them.
 // A client of the TCP store at host:port; with `serve`, this process also
-// hosts the store there (the returned store keeps the server alive).
+// hosts the store there (the returned store keeps the server alive, and when
+// it is released waits, at most min(timeout, 30 s), until no other client
+// is connected, so the members still using it are not cut off). With
+// BRAID_JOB_TOKEN set, both ends authenticate (README, "Authenticated jobs").
 std::shared_ptr<Store> tcp_store(const std::string& host, int port, bool serve, Millis timeout);
 // A store kept in one file on a (possibly shared) file system.
 std::shared_ptr<Store> file_store(const std::string& path, Millis timeout);

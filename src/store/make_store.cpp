@@ -1,5 +1,7 @@
 // tcp_store and file_store: Braid's stores for callers outside the library
 // (a Communicator's members), with the server's lifetime tied to the store.
+#include <algorithm>
+
 #include "src/store/store.hpp"
 
 namespace braid::store {
@@ -10,9 +12,12 @@ std::shared_ptr<Store> tcp_store(const std::string& host, int port, bool serve, 
   auto* client = new TcpStore(host, server ? server->port() : port, timeout);
   client->set_timeout(timeout);
   // The server lives as long as the client: the deleter holds it, and the
-  // client goes first (it may say goodbye to the server).
-  return std::shared_ptr<Store>(client, [server](Store* s) mutable {
+  // client goes first (it may say goodbye to the server). Then the server
+  // stays up while other members are still connected (bounded), so that a
+  // member that finishes first does not pull the store from under the rest.
+  return std::shared_ptr<Store>(client, [server, timeout](Store* s) mutable {
     delete s;
+    if (server) server->linger(std::min(timeout, Millis(30000)));
     server.reset();
   });
 }

@@ -42,6 +42,10 @@ class TcpStoreServer {
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   int port() const;
+  // Waits, at most `limit`, until no client is connected: a member that
+  // hosts its group's store (tcp_store with serve) and is done keeps it up
+  // while the others still use it, as rank 0 does for the default group.
+  void linger(Millis limit);
 
   struct Impl;
 

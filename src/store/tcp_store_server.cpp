@@ -61,6 +61,7 @@ struct TcpStoreServer::Impl {
   Fd wake_;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> open_{0};  // connections, for linger()
   std::thread thread_;
 
   // Bound on connections (BRAID_STORE_MAX_CONNECTIONS, read when the
@@ -183,6 +184,7 @@ void TcpStoreServer::Impl::accept_all() {
       continue;  // c closes the fd
     }
     conns_.emplace(c->client.id, std::move(c));
+    open_.store(conns_.size());
   }
 }
 
@@ -296,6 +298,7 @@ void TcpStoreServer::Impl::close(std::uint64_t id) {
   // the registration alive after close().
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   conns_.erase(it);
+  open_.store(conns_.size());
   if (listener_paused_) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -321,5 +324,10 @@ std::unique_ptr<TcpStoreServer> TcpStoreServer::try_create(const std::string& ho
 TcpStoreServer::~TcpStoreServer() = default;
 
 int TcpStoreServer::port() const { return impl_->port_; }
+
+void TcpStoreServer::linger(Millis limit) {
+  const Deadline until = Deadline::after(limit);
+  while (impl_->open_.load() > 0 && !until.expired()) std::this_thread::sleep_for(Millis(5));
+}
 
 }  // namespace braid::store

@@ -808,3 +808,24 @@ TEST_CASE("A FileStore's file is readable by its user only", "[store][file]") {
   REQUIRE(::stat(p.path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
 }
+
+TEST_CASE("A serving tcp_store released first stays up while another member still uses it", "[store][tcp]") {
+  int port = -1;
+  {  // a free port: bound, read back, released
+    braid::Fd l = braid::net::listen_on(braid::net::resolve(kHost, 0));
+    port = braid::net::local_address(l.get()).port();
+  }
+  auto host = braid::store::tcp_store(kHost, port, true, 5s);
+  auto member = braid::store::tcp_store(kHost, port, false, 5s);
+  std::atomic<bool> released{false};
+  std::thread t([&] {
+    host.reset();  // its server lingers while `member` is connected (at most 5 s here)
+    released = true;
+  });
+  member->set("k", to_bytes("v"));
+  CHECK(to_string(member->get("k", 1s)) == "v");
+  CHECK_FALSE(released.load());
+  member.reset();  // the last client goes: the host's release returns
+  t.join();
+  CHECK(released.load());
+}

@@ -121,4 +121,14 @@ std::string describe(const std::vector<RankResult>& results) {
   return s;
 }
 
+void pair_still_works(int rank) {
+  for (std::size_t n : {std::size_t(10), std::size_t(300000)}) {
+    std::vector<int> out(n, rank + 1), in(n, 0);
+    auto w = braid::isend(braid::tensor(out), 1 - rank);
+    braid::recv(braid::tensor(in), 1 - rank);
+    w.wait();
+    for (int x : in) RANK_CHECK(x == 2 - rank);
+  }
+}
+
 }  // namespace braid_test

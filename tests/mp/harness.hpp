@@ -78,6 +78,11 @@ braid::Error expect_error(F&& f, braid::ErrorCode code, const std::string& text)
 }
 
 // All ranks succeeded; otherwise a readable list of who failed how.
+// Ranks 0 and 1 exchange a small (eager) and a large (rendezvous) message
+// both ways and check them: after a stranger or a fault was dealt with, the
+// real pair still works.
+void pair_still_works(int rank);
+
 std::string describe(const std::vector<RankResult>& results);
 bool all_ok(const std::vector<RankResult>& results);
 

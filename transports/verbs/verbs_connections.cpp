@@ -52,6 +52,17 @@ void VerbsTransport::start_flow(Conn& c, const verbs::HelloFields& remote) {
 
 void VerbsTransport::ConnDeleter::operator()(Conn* c) const { delete c; }
 
+verbs::HelloFields VerbsTransport::hello_fields(const Conn& c) const {
+  verbs::HelloFields f;
+  f.job_id = cfg_.job_id;
+  f.rank = cfg_.rank;
+  f.world_size = cfg_.world_size;
+  f.endpoint = c.local;
+  f.credits = kCredits;
+  f.recv_bytes = c.rx->bytes();
+  return f;
+}
+
 namespace {
 struct DialedQp final : Dialed {
   explicit DialedQp(VerbsTransport::DialedConn conn) : c(std::move(conn)) {}
@@ -76,14 +87,7 @@ ConnectResult VerbsTransport::connect(const PeerInfo& peer, Deadline deadline) {
   if (d.failed) return std::move(*d.failed);
   Fd fd = std::move(d.fd);
   net::set_nodelay(fd.get());
-  verbs::HelloFields f;
-  f.job_id = cfg_.job_id;
-  f.rank = cfg_.rank;
-  f.world_size = cfg_.world_size;
-  f.endpoint = c->local;
-  f.credits = kCredits;
-  f.recv_bytes = c->rx->bytes();
-  const verbs::Hello req = verbs::make_hello(verbs::HelloKind::Request, f);
+  const verbs::Hello req = verbs::make_hello(verbs::HelloKind::Request, hello_fields(*c));
   net::write_all(fd.get(), &req, sizeof req, deadline, fmt::format("rank {}", peer.rank));
   if (secret_) {  // the answer (ACCEPT and its proof) is read by on_socket
     c->dialer_nonce = auth::fresh_nonce();
@@ -156,18 +160,11 @@ void VerbsTransport::accept_request(Conn& c) {
       retire(c);
       return;
     }
-    verbs::HelloFields f;
-    f.job_id = cfg_.job_id;
-    f.rank = cfg_.rank;
-    f.world_size = cfg_.world_size;
-    f.endpoint = c.local;
-    f.credits = kCredits;
-    f.recv_bytes = c.rx->bytes();
     c.acceptor_nonce = auth::fresh_nonce();
     const auth::Mac mac = secret_->mac(verbs::proof_label(true, cfg_.job_id, remote.rank, cfg_.rank),
                                        auth::view(c.dialer_nonce), auth::view(c.acceptor_nonce));
     std::uint8_t msg[sizeof(verbs::Hello) + 2 * verbs::kProofBytes];
-    const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, f);
+    const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, hello_fields(c));
     std::memcpy(msg, &ack, sizeof ack);
     std::memcpy(msg + sizeof ack, c.acceptor_nonce.data(), verbs::kProofBytes);
     std::memcpy(msg + sizeof ack + verbs::kProofBytes, mac.data(), verbs::kProofBytes);
@@ -187,14 +184,7 @@ void VerbsTransport::accept_request(Conn& c) {
     conn_failed(c, fmt::format("could not set up a verbs connection with it: {}", e.what()));
     return;
   }
-  verbs::HelloFields f;
-  f.job_id = cfg_.job_id;
-  f.rank = cfg_.rank;
-  f.world_size = cfg_.world_size;
-  f.endpoint = c.local;
-  f.credits = kCredits;
-  f.recv_bytes = c.rx->bytes();
-  const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, f);
+  const verbs::Hello ack = verbs::make_hello(verbs::HelloKind::Accept, hello_fields(c));
   // 64 bytes into a fresh socket: the kernel takes them at once.
   if (::send(c.sock.get(), &ack, sizeof ack, MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof ack)) {
     conn_failed(c, fmt::format("could not answer its connection request: {}", errno_text()));

@@ -126,6 +126,8 @@ class VerbsTransport final : public Transport, private EventSource {
   void on_socket(Conn& c, std::uint32_t events);
   // Connection set-up (verbs_transport.cpp).
   void setup_qp(Conn& c);
+  // What this rank says of itself and of c's QP in a Hello.
+  verbs::HelloFields hello_fields(const Conn& c) const;
   void accept_request(Conn& c);
   void finish_dial(Conn& c);
   // The authenticated handshake's second steps (handshake.hpp).

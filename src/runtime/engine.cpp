@@ -223,6 +223,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
     if (token_) kick();
     return;
   }
+  bool ready = false;
   {
     std::unique_lock lk(mu_);
     if (abort_error_) throw_aborted(lk);
@@ -230,8 +231,11 @@ void Engine::post_send(Request& r, Deadline deadline) {
       throw Error(ErrorCode::PeerFailure,
                   fmt::format("cannot send to rank {}: it left the job (destroy_process_group)", r.peer),
                   r.peer);
+    // Under the mutex: another thread may be connecting this peer (TSan saw
+    // the unlocked read race with ensure_connected's write).
+    ready = routed(r.peer);
   }
-  if (!routed(r.peer)) ensure_connected(r.peer, deadline);
+  if (!ready) ensure_connected(r.peer, deadline);
   std::unique_lock lk(mu_);
   if (abort_error_) throw_aborted(lk);
   if (r.is_async) {

@@ -87,3 +87,9 @@ write("store_client", "client-auth", b"\x03" + sframe(0, bytes(32), bytes(32)) +
 # verbs hello (fuzz_verbs_hello.cpp): a REQUEST from rank 1 of job 0x1234
 vh = struct.pack("<IHBBQii16sIIHBBHBBII", 0x56524231, 1, 1, 0, 0x1234, 1, 4, bytes(16), 77, 1000, 1, 3, 1, 16, 4, 0, 65536, 0)
 write("verbs_hello", "request", vh)
+# an RDMA window record (window_record.hpp): rank 1 of group 7's 2-member
+# window, 64 KiB blocks; endpoints: GID, QPN, PSN, LID, MTU, Ethernet, READ depth
+def endpoint(qpn):
+    return struct.pack("<16sIIHBBBx", bytes(16), qpn, 1000, 1, 3, 1, 16)
+head = struct.pack("<IIIIQQII", 0x31575642, 7, 1, 2, 0x7f0000001000, 65536, 0x1234, 0)
+write("verbs_hello", "window-record", head + endpoint(77) + endpoint(78))

@@ -46,10 +46,7 @@ std::string check_hello(const Hello& h, HelloKind kind, std::uint64_t job_id, in
   if (h.rank < 0 || h.rank >= world_size || h.rank == my_rank) return fmt::format("bad rank {}", h.rank);
   if (expected_rank >= 0 && h.rank != expected_rank)
     return fmt::format("answered as rank {}, expected rank {}", h.rank, expected_rank);
-  if (h.qpn == 0 || h.qpn > 0xffffff || h.psn > 0xffffff)
-    return fmt::format("bad queue pair number {} or PSN {}", h.qpn, h.psn);
-  if (h.mtu < IBV_MTU_256 || h.mtu > IBV_MTU_4096) return fmt::format("bad MTU code {}", h.mtu);
-  if (h.ethernet > 1 || h.rd_atom == 0) return "bad link layer or READ depth";
+  if (std::string bad = check_endpoint(fields_of(h).endpoint); !bad.empty()) return bad;
   if (h.credits == 0 || h.credits > kMaxCredits) return fmt::format("bad credit count {}", h.credits);
   if (h.recv_bytes < sizeof(MsgHeader) || h.recv_bytes > kMaxRecvBytes)
     return fmt::format("bad receive buffer size {}", h.recv_bytes);

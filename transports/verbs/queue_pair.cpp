@@ -9,6 +9,14 @@
 
 namespace braid::verbs {
 
+std::string check_endpoint(const QpEndpoint& e) {
+  if (e.qpn == 0 || e.qpn > 0xffffff || e.psn > 0xffffff)
+    return fmt::format("bad queue pair number {} or PSN {}", e.qpn, e.psn);
+  if (e.mtu < IBV_MTU_256 || e.mtu > IBV_MTU_4096) return fmt::format("bad MTU code {}", e.mtu);
+  if (e.ethernet > 1 || e.rd_atom == 0) return "bad link layer or READ depth";
+  return {};
+}
+
 namespace {
 // Local ACK timeout 4.096 us * 2^16 = 268 ms, 7 retries: a peer whose HCA
 // stops answering fails the QP within about 2 s. (A dead peer process is

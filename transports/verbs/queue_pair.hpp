@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "transports/verbs/device.hpp"
 #include "transports/verbs/verbs_objects.hpp"
@@ -38,6 +39,10 @@ struct QpLimits {
 };
 
 // An RC QP on `cq` (for both queues), moved to INIT. Throws braid::Error.
+// Why a peer's endpoint cannot be used (QP number or PSN past 24 bits, an
+// MTU code outside IBV_MTU_256..4096, a link layer other than IB or
+// Ethernet, no READ depth); empty when it can.
+std::string check_endpoint(const QpEndpoint& e);
 QpPtr create_rc_qp(const Device& dev, ibv_pd* pd, ibv_cq* cq, const QpLimits& limits);
 // INIT -> RTR -> RTS. `local_psn` is the PSN this side announced. Throws
 // braid::Error(Transport) naming the step that failed.

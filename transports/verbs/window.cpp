@@ -12,25 +12,11 @@
 #include "src/common/log.hpp"
 #include "transports/verbs/queue_pair.hpp"
 #include "transports/verbs/window_layout.hpp"
+#include "transports/verbs/window_record.hpp"
 
 namespace braid::verbs {
 
 namespace {
-
-constexpr std::uint32_t kRecordMagic = 0x31575642;  // "BVW1"
-
-// What a rank publishes: its block, then its QP endpoint for each member
-// (its own entry unused).
-struct Record {
-  std::uint32_t magic = kRecordMagic;
-  std::uint32_t group = 0;
-  std::uint32_t rank = 0;
-  std::uint32_t nranks = 0;
-  std::uint64_t block = 0;
-  std::uint64_t block_bytes = 0;
-  std::uint32_t rkey = 0;
-  std::uint32_t reserved = 0;
-};
 
 std::string key(std::uint32_t group, int rank, const char* suffix = "") {
   return fmt::format("osv/{}/{}{}", group, rank, suffix);
@@ -89,37 +75,26 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
     peers_[static_cast<std::size_t>(q)].qp = create_rc_qp(*dev_, pd_.get(), cq_.get(), limits);
     mine[static_cast<std::size_t>(q)] = local_endpoint(*dev_, peers_[static_cast<std::size_t>(q)].qp.get(), random_psn());
   }
-  Record head;
+  WindowRecordHead head;
   head.group = group_id;
   head.rank = static_cast<std::uint32_t>(me);
   head.nranks = static_cast<std::uint32_t>(n);
   head.block = reinterpret_cast<std::uint64_t>(block_.get());
   head.block_bytes = block_bytes_;
   head.rkey = block_mr_->rkey;
-  store::Bytes rec(sizeof head + mine.size() * sizeof(QpEndpoint));
-  std::memcpy(rec.data(), &head, sizeof head);
-  std::memcpy(rec.data() + sizeof head, mine.data(), mine.size() * sizeof(QpEndpoint));
-  store.set(key(group_id, me), rec);
+  store.set(key(group_id, me), make_window_record(head, mine));
 
   // Theirs: check every field before it reaches the adapter.
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
     const store::Bytes r = await_record(store, key(group_id, q), world_rank(q), deadline, check_alive, "publish its RDMA window");
-    Record h;
-    if (r.size() != sizeof h + static_cast<std::size_t>(n) * sizeof(QpEndpoint))
-      fail_peer(ErrorCode::Transport, world_rank(q), "RDMA window: rank {}'s record is {} bytes; expected {}",
-                world_rank(q), r.size(), sizeof h + static_cast<std::size_t>(n) * sizeof(QpEndpoint));
-    std::memcpy(&h, r.data(), sizeof h);
-    if (h.magic != kRecordMagic || h.group != group_id || h.rank != static_cast<std::uint32_t>(q) ||
-        h.nranks != static_cast<std::uint32_t>(n) || h.block_bytes != block_bytes_ || h.block == 0)
-      fail_peer(ErrorCode::Transport, world_rank(q), "RDMA window: rank {}'s record is not this group's window",
-                world_rank(q));
-    QpEndpoint theirs;
-    std::memcpy(&theirs, r.data() + sizeof h + static_cast<std::size_t>(me) * sizeof(QpEndpoint), sizeof theirs);
+    std::string why;
+    const auto theirs = read_window_record(r, {group_id, n, q, me, block_bytes_}, &why);
+    if (!theirs) fail_peer(ErrorCode::Transport, world_rank(q), "RDMA window: rank {}: {}", world_rank(q), why);
     Peer& p = peers_[static_cast<std::size_t>(q)];
-    p.block = h.block;
-    p.rkey = h.rkey;
-    connect_qp(p.qp.get(), *dev_, mine[static_cast<std::size_t>(q)], theirs);
+    p.block = theirs->block;
+    p.rkey = theirs->rkey;
+    connect_qp(p.qp.get(), *dev_, mine[static_cast<std::size_t>(q)], theirs->endpoint);
   }
   // Nobody WRITEs before every peer's QP can receive.
   store.set(key(group_id, me, "/up"), store::to_bytes("1"));

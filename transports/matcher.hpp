@@ -14,6 +14,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <vector>
 
 #include "transports/message.hpp"
 
@@ -28,8 +29,6 @@ class Matcher {
   // First unexpected message that matches receive r, removed; or null.
   std::unique_ptr<Unexpected> take_unexpected(const Request& r);
   Unexpected& add_unexpected(std::unique_ptr<Unexpected> u);
-  // Drops unexpected messages from `src` (or all if src < 0), for failure
-  // handling; returns local sends that were waiting in them.
   template <class F>
   void for_each_posted(F&& f) {
     for (Request* r = head_; r;) {
@@ -42,6 +41,22 @@ class Matcher {
   // or clear_unexpected (which keep held_bytes() right).
   const std::deque<std::unique_ptr<Unexpected>>& unexpected() const { return unexpected_; }
   void clear_unexpected();
+  // Removes and returns the unexpected messages `drop` picks (a poisoned
+  // group's: Engine), keeping held_bytes() right.
+  template <class F>
+  std::vector<std::unique_ptr<Unexpected>> take_unexpected_if(F&& drop) {
+    std::vector<std::unique_ptr<Unexpected>> out;
+    for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+      if (drop(**it)) {
+        if ((*it)->kind == Unexpected::Kind::Eager) held_bytes_ -= (*it)->bytes;
+        out.push_back(std::move(*it));
+        it = unexpected_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
   // Removes a local send's entry (a cancelled send to oneself).
   void drop_local_send(const Request& r);
   // Bytes of message data held for receives not yet posted (eager copies).

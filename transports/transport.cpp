@@ -35,9 +35,7 @@ void TransportHost::deliver(std::unique_ptr<Unexpected> owned, Request& r) {
   r.source = u.src;
   if (auto err = receive_error(r, u.src, u.env, u.bytes)) {
     complete(r, err);
-    if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
-    else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
-      u.transport->claim(std::move(owned), nullptr);
+    discard(std::move(owned));
     return;
   }
   r.received = u.bytes;
@@ -59,6 +57,13 @@ void TransportHost::deliver(std::unique_ptr<Unexpected> owned, Request& r) {
       u.transport->claim(std::move(owned), &r);
       return;
   }
+}
+
+void TransportHost::discard(std::unique_ptr<Unexpected> owned) {
+  Unexpected& u = *owned;
+  if (u.kind == Unexpected::Kind::Local) complete(*u.local_send);
+  else if (u.kind == Unexpected::Kind::Rendezvous || u.arrived < u.bytes)
+    u.transport->claim(std::move(owned), nullptr);
 }
 
 }  // namespace braid

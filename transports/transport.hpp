@@ -55,8 +55,9 @@ class TransportHost {
   virtual void add_fd(int fd, EventSource* src, std::uint32_t events) = 0;
   virtual void mod_fd(int fd, EventSource* src, std::uint32_t events) = 0;
   virtual void del_fd(int fd) = 0;
-  // The job's abort error, or null while it runs.
-  virtual std::exception_ptr abort_error() const = 0;
+  // Why `peer` can no longer be talked to: its failure, or the job's abort
+  // (the store is lost); null while it can.
+  virtual std::exception_ptr peer_error(int peer) const = 0;
   // Backpressure: true while message data held for receives not yet posted
   // has reached its bound (BRAID_MAX_UNEXPECTED_BYTES) and no posted receive
   // could match a message from `peer`. A transport then stops reading what
@@ -73,6 +74,10 @@ class TransportHost {
   // transport that holds the rest deliver it (claim). A receive that cannot
   // take it (too small, another dtype) fails and the message is dropped.
   void deliver(std::unique_ptr<Unexpected> u, Request& r);
+  // No receive will take u (it failed, or its group is poisoned): drop it,
+  // letting its transport drain what is still arriving and tell the sender
+  // of an announced message that it is not wanted (the send completes).
+  void discard(std::unique_ptr<Unexpected> u);
 };
 
 // What every transport of a process is built with.
@@ -152,6 +157,10 @@ class Transport {
   // Closes everything to `peer` after a failure; pending requests on it are
   // failed by the host, not here.
   virtual void drop_peer(int peer) = 0;
+  // `peer` failed: completes with `e` every request this transport holds
+  // for it (sends to it, receives streaming from it), then drop_peer().
+  // Traffic with every other peer goes on: survivors may continue.
+  virtual void fail_peer(int peer, const std::exception_ptr& e) = 0;
   // Says goodbye to every peer and closes (destroy_process_group).
   virtual void shutdown() = 0;
   // Fails every request this transport holds (job abort).

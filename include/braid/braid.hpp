@@ -9,6 +9,7 @@
 #include "braid/ops.hpp"
 #include "braid/options.hpp"
 #include "braid/process_group.hpp"
+#include "braid/recovery.hpp"
 #include "braid/sampler.hpp"
 #include "braid/store.hpp"
 #include "braid/tensor.hpp"

@@ -39,7 +39,7 @@ struct P2PWork final : detail::WorkState {
   }
   bool test() override { return engine->test(req) && settle_device(Deadline{Clock::now()}); }
   std::exception_ptr error() override {
-    if (auto e = engine->translate(req.error)) return e;
+    if (auto e = engine->translate(req.error, req)) return e;
     return staging ? staging->error() : nullptr;
   }
   int source() override { return req.source; }

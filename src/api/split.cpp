@@ -20,12 +20,6 @@
 
 namespace braid {
 
-namespace {
-// Split groups' ids start here; new_group's count up from 1 and stay far
-// below. Ids must stay under 2^31: a group has contexts 2 id and 2 id + 1.
-constexpr std::uint64_t kSplitIdBase = std::uint64_t{1} << 30;
-}  // namespace
-
 Group split(const Group& parent, int color, int key, const OpOptions& options) {
   if (!parent.valid())
     fail(ErrorCode::InvalidArgument, "split: the parent group is empty: expected one made by world(), new_group() or split()");
@@ -59,18 +53,15 @@ Group split(const Group& parent, int color, int key, const OpOptions& options) {
   const std::string where = fmt::format("split/{}/{}/{}", p.id, seq, color);
   std::uint64_t id = 0;
   if (ranks.front() == c.rank) {
-    const auto taken = static_cast<std::uint64_t>(c.store->add("split/next_id", 1));
-    if (taken >= kSplitIdBase)
-      fail(ErrorCode::InvalidState, "split: this job has made {} split groups, the most it can", kSplitIdBase);
-    id = kSplitIdBase + taken;
+    id = take_group_id(c);
     c.store->set(where, store::to_bytes(std::to_string(id)));
   } else {
     // Checked before use: anyone who reaches the store could have written it.
     const std::string v = store::to_string(c.store->get(where, op_timeout(o)));
     id = decimal(v, 10).value_or(0);
-    if (id < kSplitIdBase || id >= 2 * kSplitIdBase)
-      fail(ErrorCode::Store, "split: the store holds a malformed group id '{}' under {} (expected {}..{})",
-           v.substr(0, 40), where, kSplitIdBase, 2 * kSplitIdBase - 1);
+    if (!taken_group_id(id))
+      fail(ErrorCode::Store, "split: the store holds a malformed group id '{}' under {} (expected 2^30..2^31-1)",
+           v.substr(0, 40), where);
   }
   auto g = make_group(static_cast<std::uint32_t>(id), ranks, c.world_size, c.rank);
   g->owner = p.owner;

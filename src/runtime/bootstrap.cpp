@@ -76,6 +76,7 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   c->world = Group(make_group(0, std::move(all), world, rank));
   c->world.impl()->owner = c;
   auto& wg = *c->world.impl();
+  c->engine->add_group(wg.id, wg.ranks);
   // The world's definition: a rank that differs from the first says so in
   // the store, so that after the rendezvous every rank reports it.
   const std::string sig = group_signature(*c, wg);
@@ -121,18 +122,18 @@ void teardown(Context& c) {
   c.destroyed = true;
   // Queued async collectives finish (or time out) before the transports go.
   c.runner.reset();
-  const bool aborted = c.engine->aborted();
+  const int failed = c.engine->failed_count();
   c.engine->shutdown();
   try {
     (void)c.store->delete_key(claim_key(c.rank));  // the number is free again (bootstrap, claim_rank)
     const auto left = c.store->add("left", 1);
     // The host keeps the store up until everyone has left (bounded), since
     // the others still read it to detect failures.
-    // After an abort the dead rank never arrives: wait for the survivors only
-    // (they read the store to learn of the abort).
-    const int expected = aborted && c.engine->abort_peer() >= 0 ? c.world_size - 1 : c.world_size;
+    // Failed ranks never arrive: wait for the survivors only (they read the
+    // store to learn of failures).
+    const int expected = c.world_size - failed;
     if (c.server && left < expected) {
-      const auto limit = Deadline::after(std::min<Millis>(c.timeout, Millis(aborted ? 10000 : 30000)));
+      const auto limit = Deadline::after(std::min<Millis>(c.timeout, Millis(failed ? 10000 : 30000)));
       while (!limit.expired()) {
         if (c.store->add("left", 0) >= expected) break;
         std::this_thread::sleep_for(Millis(5));

@@ -82,6 +82,22 @@ Millis op_timeout(const OpOptions& o) {
   return o.timeout.count() > 0 ? o.timeout : op_context(o).timeout;
 }
 
+namespace {
+// Ids of groups made by some ranks only start here; new_group's count up
+// from 1 and stay far below. Ids stay under 2^31: a group has contexts
+// 2 id and 2 id + 1.
+constexpr std::uint64_t kTakenIdBase = std::uint64_t{1} << 30;
+}  // namespace
+
+std::uint32_t take_group_id(Context& c) {
+  const auto taken = static_cast<std::uint64_t>(c.store->add("split/next_id", 1));
+  if (taken >= kTakenIdBase)
+    fail(ErrorCode::InvalidState, "this job has made {} groups by split or shrink_group, the most it can", kTakenIdBase);
+  return static_cast<std::uint32_t>(kTakenIdBase + taken);
+}
+
+bool taken_group_id(std::uint64_t id) { return id >= kTakenIdBase && id < 2 * kTakenIdBase; }
+
 std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
                                               int world_size, int my_global_rank) {
   static std::atomic<std::uint64_t> serials{0};
@@ -139,6 +155,7 @@ std::string mismatch_text(const Context& c, const detail::GroupImpl& g, const st
 }
 
 void agree_on_group(Context& c, detail::GroupImpl& g) {
+  c.engine->add_group(g.id, g.ranks);  // a failure poisons the groups that hold it
   learn_topology(c, g);
   const std::string mine = group_signature(c, g);
   const auto key = fmt::format("group/{}", g.id);

@@ -78,6 +78,9 @@ struct GroupImpl {
   // split() calls made on this group so far: the same on every member (they
   // call it in the same order), so it names a split across them.
   std::uint64_t splits = 0;
+  // agree() and shrink_group() calls made on this group so far (the same
+  // on every survivor: agreement.hpp).
+  std::uint64_t decisions = 0;
 };
 }  // namespace detail
 
@@ -138,6 +141,11 @@ void check_member(const detail::GroupImpl& g, int global_rank, const char* what,
 void check_tensor(const Tensor& t, const char* what, const char* op);
 // The op's timeout (options.timeout or the process group's default).
 Millis op_timeout(const OpOptions& o);
+// A group id for a group only some ranks make (split, shrink_group): taken
+// from a counter in the store, in a range of its own above new_group's.
+std::uint32_t take_group_id(Context& c);
+// Checks an id a member read from the store (anyone could have written it).
+bool taken_group_id(std::uint64_t id);
 std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int> ranks,
                                               int world_size, int my_global_rank);
 // Learns the group's topology from the store (host identities), records the

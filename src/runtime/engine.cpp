@@ -50,6 +50,7 @@ std::string peer_text(int peer) { return peer == ANY_SOURCE ? std::string("any r
 
 Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
     : cfg_(std::move(cfg)), store_(std::move(store)),
+      failed_(static_cast<std::size_t>(cfg_.world_size), 0),
       left_(static_cast<std::size_t>(cfg_.world_size), 0) {
   max_held_ = max_unexpected_from_env();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
@@ -202,7 +203,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
   if (r.peer == cfg_.rank) {
     // A send to oneself never touches a transport: match it directly.
     std::unique_lock lk(mu_);
-    if (abort_error_) throw_aborted(lk);
+    if (request_error_locked(r)) throw_for(lk, r);
     if (r.is_async) {
       async_reqs_.push_back(&r);
       async_deadlines_.push_back(deadline);
@@ -226,7 +227,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
   bool ready = false;
   {
     std::unique_lock lk(mu_);
-    if (abort_error_) throw_aborted(lk);
+    if (request_error_locked(r)) throw_for(lk, r);
     if (left_[static_cast<std::size_t>(r.peer)])
       throw Error(ErrorCode::PeerFailure,
                   fmt::format("cannot send to rank {}: it left the job (destroy_process_group)", r.peer),
@@ -235,9 +236,9 @@ void Engine::post_send(Request& r, Deadline deadline) {
     // the unlocked read race with ensure_connected's write).
     ready = routed(r.peer);
   }
-  if (!ready) ensure_connected(r.peer, deadline);
+  if (!ready) ensure_connected(r, deadline);
   std::unique_lock lk(mu_);
-  if (abort_error_) throw_aborted(lk);
+  if (request_error_locked(r)) throw_for(lk, r);
   if (r.is_async) {
     async_reqs_.push_back(&r);
     async_deadlines_.push_back(deadline);
@@ -255,7 +256,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
 void Engine::post_recv(Request& r) {
   r.kind = Request::Kind::Recv;
   std::unique_lock lk(mu_);
-  if (abort_error_) throw_aborted(lk);
+  if (request_error_locked(r)) throw_for(lk, r);
   auto u = matcher_.take_unexpected(r);
   // A departed peer's messages that already arrived can still be received.
   if (!u && r.peer >= 0 && r.peer != cfg_.rank && left_[static_cast<std::size_t>(r.peer)])
@@ -298,26 +299,28 @@ void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline dea
 
 // --- waiting ----------------------------------------------------------------
 
-void Engine::cancel_locked(Request& r, std::exception_ptr e) {
-  if (r.done.load(std::memory_order_relaxed)) return;
-  bool clean = true;
+bool Engine::cancel_locked(Request& r, std::exception_ptr e) {
+  if (r.done.load(std::memory_order_relaxed)) return true;
   if (r.posted) {
     matcher_.unpost(r);
   } else if (r.peer == cfg_.rank && r.kind == Request::Kind::Send) {
     matcher_.drop_local_send(r);
-  } else {
-    if (r.kind == Request::Kind::Recv) {
-      for (Transport* t : all_) t->cancel(r);
-    } else if (Transport* t = route_[static_cast<std::size_t>(r.peer)]) {
-      clean = t->cancel(r);
-    }
+  } else if (r.kind == Request::Kind::Recv) {
+    for (Transport* t : all_) t->cancel(r);
+  } else if (Transport* t = route_[static_cast<std::size_t>(r.peer)]) {
+    if (!t->cancel(r)) return false;
   }
   complete(r, e);
-  if (!clean) {
-    // Bytes of it are on the wire: the stream to that peer is out of step,
-    // which the job cannot recover from (NCCL treats timeouts the same way).
-    abort_locked(r.peer, fmt::format("an op with it timed out mid-transfer"), true);
-  }
+  return true;
+}
+
+void Engine::cancel_or_fail_locked(Request& r, std::exception_ptr e) {
+  if (cancel_locked(r, e)) return;
+  // Bytes of it are on the wire: the stream to that peer is out of step,
+  // which its connection cannot recover from (NCCL treats timeouts the
+  // same way).
+  note_failure_locked(r.peer, "an op with it timed out mid-transfer", true);
+  complete(r, e);
 }
 
 // Returns true when done() holds, false when the deadline passed first.
@@ -339,7 +342,7 @@ bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<b
       spinning = false;
       progress_round(lk, deadline.poll_ms(kSliceMs));
       expire_async_locked();
-      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
+      if (!unpublished_.empty() || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
     } else {
       cv_.wait_for(lk, Millis(std::min(deadline.poll_ms(kSliceMs), kSliceMs) + 1));
     }
@@ -347,17 +350,12 @@ bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<b
   return true;
 }
 
-std::exception_ptr Engine::translate(std::exception_ptr e) {
-  std::lock_guard lk(mu_);
-  return e && e == superseded_ ? abort_error_ : e;
-}
-
 void Engine::rethrow(Request& r) {
-  if (r.error) std::rethrow_exception(translate(r.error));
+  if (r.error) std::rethrow_exception(translate(r.error, r));
 }
 
 void Engine::release_graveyard(std::unique_lock<std::mutex>& lk) {
-  publish_abort(lk);
+  publish_failures(lk);
   if (graveyard_.empty()) return;
   auto dead = std::move(graveyard_);
   graveyard_.clear();
@@ -369,7 +367,7 @@ void Engine::release_graveyard(std::unique_lock<std::mutex>& lk) {
 void Engine::wait(Request& r, Deadline deadline) {
   std::unique_lock lk(mu_);
   if (!wait_locked(lk, [&] { return r.done.load(std::memory_order_acquire); }, deadline, r.peer)) {
-    cancel_locked(r, std::make_exception_ptr(Error(
+    cancel_or_fail_locked(r, std::make_exception_ptr(Error(
         ErrorCode::Timeout,
         fmt::format("{} {} (tag {}) timed out after {} ms", kind_name(r), peer_text(r.peer),
                     r.env.tag, r.timeout.count()),
@@ -407,8 +405,16 @@ bool Engine::wait_any(Request* const* reqs, std::size_t n, Deadline deadline, in
 }
 
 void Engine::cancel(Request& r, std::exception_ptr e) {
-  std::lock_guard lk(mu_);
-  cancel_locked(r, std::move(e));
+  std::unique_lock lk(mu_);
+  if (cancel_locked(r, e)) return;
+  // Bytes of it are on the wire. When its op gave up because its group
+  // lost a member, the peer is alive and reads every frame: let it finish
+  // (bounded), rather than fail a live peer. A timeout is the peer's fault.
+  const Deadline soon{std::min(r.deadline.at, Clock::now() + kDrainWait)};
+  if (r.peer >= 0 && any_failed_ && !failed_[static_cast<std::size_t>(r.peer)] &&
+      wait_locked(lk, [&] { return r.done.load(std::memory_order_acquire); }, soon, r.peer))
+    return;
+  cancel_or_fail_locked(r, e);
 }
 
 bool Engine::test(Request& r) {
@@ -428,7 +434,7 @@ void Engine::expire_async_locked() {
   for (std::size_t i = 0; i < async_reqs_.size();) {
     if (async_deadlines_[i].at <= now) {
       Request& r = *async_reqs_[i];
-      cancel_locked(r, std::make_exception_ptr(Error(
+      cancel_or_fail_locked(r, std::make_exception_ptr(Error(
           ErrorCode::Timeout,
           fmt::format("{} {} (tag {}) timed out after {} ms", kind_name(r), peer_text(r.peer),
                       r.env.tag, r.timeout.count()),
@@ -451,7 +457,7 @@ void Engine::async_loop() {
     if (!token_) {
       progress_round(lk, kSliceMs);
       expire_async_locked();
-      if (publish_abort_ || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
+      if (!unpublished_.empty() || Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
       release_graveyard(lk);
     } else {
       cv_.wait_for(lk, Millis(kSliceMs));
@@ -469,8 +475,8 @@ void Engine::shutdown() {
   }
   if (async_thread_.joinable()) async_thread_.join();
   std::unique_lock lk(mu_);
-  // Publish a pending abort so that others learn of it even if we exit now.
-  publish_abort(lk);
+  // Publish failures found here so that others learn of them even if we exit now.
+  publish_failures(lk);
   for (Transport* t : all_) {
     t->shutdown();
     t->reap();

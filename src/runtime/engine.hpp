@@ -12,15 +12,20 @@
 // kernel: with 8 ranks on 2 cores a spin that never sleeps costs minutes.
 //
 // Failure policy. A dead peer (its transport reports it failed: a connection
-// closed without goodbye, a refused connect, a malformed message) aborts the
-// job: every pending and later op of
-// this process fails with an error naming the dead rank, and the abort is
-// published in the store so that ranks that never talk to the dead one learn
-// it too (every waiter checks the store about once a second).
+// closed without goodbye, a refused connect, a malformed message) is a
+// failed rank. Its failure poisons exactly the groups that hold it: their
+// pending and later ops fail with an error naming the group's first failed
+// member, while groups without it go on (survivors may shrink and continue:
+// braid/recovery.hpp). Failures are appended to a log in the store, so that
+// ranks that never talk to the dead one learn it too (every waiter reads the
+// log about once a second) and everyone agrees which failure came first:
+// a rank that gave up after a failure and exited is not the culprit. Only
+// losing the store aborts the whole job.
 #pragma once
 
 #include <sys/epoll.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -29,6 +34,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "braid/error.hpp"
@@ -86,9 +93,9 @@ class Engine final : public TransportHost {
   bool test(Request& r);
   // Rethrows r's error, if any (after completion).
   void rethrow(Request& r);
-  // An op's error as it should be reported (an abort may have been traced
-  // to another root cause since).
-  std::exception_ptr translate(std::exception_ptr e);
+  // An op's error as it should be reported: a failure in r's group names the
+  // group's first failed member, which the failure log may have told since.
+  std::exception_ptr translate(std::exception_ptr e, const Request& r);
 
   // --- TransportHost: called by transports with the mutex held --------------
   void complete(Request& r, std::exception_ptr error = nullptr) override;
@@ -99,7 +106,7 @@ class Engine final : public TransportHost {
   void add_fd(int fd, EventSource* src, std::uint32_t events) override;
   void mod_fd(int fd, EventSource* src, std::uint32_t events) override;
   void del_fd(int fd) override;
-  std::exception_ptr abort_error() const override { return abort_error_; }
+  std::exception_ptr peer_error(int peer) const override;
   bool hold_back(int peer) override;
   // Bytes of message data held for receives not yet posted (tests).
   std::size_t held_bytes() {
@@ -118,32 +125,64 @@ class Engine final : public TransportHost {
   // while polling (ranks outnumber CPUs).
   std::chrono::microseconds spin_time() const { return spin_; }
   bool oversubscribed() const { return oversubscribed_; }
-  // A peer on this host is gone: abort the job naming it, then throw.
-  [[noreturn]] void abort_peer_gone(int peer, const std::string& reason);
   // Throws the job's abort error if there is one; about once a second also
-  // looks in the store for an abort another rank published.
+  // reads the failure log another rank may have written.
   void check_abort();
   // check_abort(), and if `peer` is known to be gone (on this host: its
-  // process; elsewhere: a transport's probe_gone), aborts the job naming it
-  // and throws.
+  // process; elsewhere: a transport's probe_gone), records its failure and
+  // throws the error naming it.
   void check_peer_alive(int peer);
+
+  // --- failures and groups (engine_failure.cpp) -------------------------------
+  // Every group's members, given at its creation: a failure poisons exactly
+  // the groups that hold the failed rank (ctx / 2 is a message's group).
+  void add_group(std::uint32_t id, const std::vector<int>& ranks);
+  // check_abort(), and throws if group `id` holds a failed rank
+  // (PeerFailure naming the first of them in the failure log).
+  void check_group(std::uint32_t id);
+  // check_group at a call's issue: free (one atomic read) while no rank
+  // has failed.
+  void check_issue(std::uint32_t id) {
+    if (troubled_.load(std::memory_order_acquire)) check_group(id);
+  }
+  // `peer`, a member of group `id`, is known gone (the one-sided runner saw
+  // it): records its failure, then throws the group's error.
+  [[noreturn]] void peer_gone(int peer, const std::string& reason, std::uint32_t id);
+  // A peer's error named `rank` as failed (a window's failure mark): record
+  // it, so failed_ranks() holds it when the error is thrown.
+  void note_reported(int rank, const std::string& reason);
+  // Global ranks known to have failed, ascending.
+  std::vector<int> failed_ranks();
+  // Failed, or left the job: it will take part in nothing more.
+  bool gone(int rank);
+  // For agreement (recovery.cpp): reads the failure log now, and records as
+  // failed those of `peers` that are gone (their process exited, on this
+  // host; a listener refusing, elsewhere). Throws only if the store is lost.
+  void refresh_failures(const std::vector<int>& peers);
+  // Ranks that failed (teardown waits for the others' goodbye only).
+  int failed_count();
 
   // Says goodbye to every peer and stops the background thread.
   void shutdown();
-  // True once the job is known to be aborted; the error names the dead rank.
-  bool aborted() const { return abort_error_ != nullptr; }
-  int abort_peer() const { return abort_peer_; }
 
  private:
   // How often a long wait asks the store whether the job was aborted.
   static constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
+  // How long an abandoned send already on the wire to a live peer may take
+  // to finish before its connection is given up (Engine::cancel).
+  static constexpr auto kDrainWait = std::chrono::milliseconds(5000);
   struct WaitTarget;
   void progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms);
   bool wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,
                    Deadline deadline, int peer_hint);
-  void release_graveyard(std::unique_lock<std::mutex>& lk);  // also publishes an abort
-  void publish_abort(std::unique_lock<std::mutex>& lk);
+  void release_graveyard(std::unique_lock<std::mutex>& lk);  // also publishes failures
+  // Appends the failures found here to the store's log and reads the log's
+  // new entries (the mutex is released meanwhile; one thread at a time).
+  void publish_failures(std::unique_lock<std::mutex>& lk);
   void watchdog(std::unique_lock<std::mutex>& lk);
+  // Reads log entries after log_read_ (without the mutex): (seq, value).
+  std::vector<std::pair<std::uint64_t, std::string>> read_log(std::uint64_t from);
+  void apply_log_locked(const std::vector<std::pair<std::uint64_t, std::string>>& entries);
   // Marks a peer as waited on for its lifetime (the mutex must be held at
   // construction and destruction).
   struct Awaiting {
@@ -168,20 +207,35 @@ class Engine final : public TransportHost {
   bool holding_ = false;
   // After a receive is posted: lets transports read again what they held.
   void resume_held();
-  void abort_locked(int peer, const std::string& reason, bool publish);
+  // The whole job ends (the store is lost, its failure log is malformed).
+  void abort_locked(const std::string& reason, int peer = -1);
+  void store_lost_locked(const std::string& why);
   void fail_all_locked(const std::exception_ptr& e);
-  void ensure_connected(int peer, Deadline deadline);
+  // `rank` failed: poisons its groups, fails what waits on it or on them.
+  // `seq`: its place in the failure log, if read from there; else it is
+  // published unless `publish` is false (another rank did).
+  void note_failure_locked(int rank, const std::string& reason, bool publish, std::uint64_t seq = kUnlogged);
+  std::exception_ptr rank_error_locked(int rank) const;
+  std::exception_ptr group_error_locked(std::uint32_t id) const;
+  // Why r cannot proceed (job abort, its group poisoned, its peer failed).
+  std::exception_ptr request_error_locked(const Request& r) const;
+  [[noreturn]] void throw_error(std::unique_lock<std::mutex>& lk, const std::function<std::exception_ptr()>& why);
+  void ensure_connected(const Request& r, Deadline deadline);
   // A connect found `peer` gone (its listener refused, its process exited):
-  // abort the job naming it, publish, and throw.
-  [[noreturn]] void connect_refused(int peer, const std::string& reason);
+  // record its failure, publish, and throw.
+  [[noreturn]] void connect_refused(const Request& r, const std::string& reason);
 
   bool routed(int peer) const;
   void spin_round(std::unique_lock<std::mutex>& lk, int round);
   void kick();
   void async_loop();
   void expire_async_locked();
-  void cancel_locked(Request& r, std::exception_ptr e);
-  [[noreturn]] void throw_aborted(std::unique_lock<std::mutex>& lk);
+  // Withdraws r with error e; false (r untouched) if bytes of it are on the
+  // wire, so that it can only finish or take its connection down with it.
+  bool cancel_locked(Request& r, std::exception_ptr e);
+  // cancel_locked, and if r is on the wire, the peer is failed (timeouts).
+  void cancel_or_fail_locked(Request& r, std::exception_ptr e);
+  [[noreturn]] void throw_for(std::unique_lock<std::mutex>& lk, const Request& r);
 
   EngineConfig cfg_;
   std::shared_ptr<store::Store> store_;
@@ -202,12 +256,25 @@ class Engine final : public TransportHost {
   std::string host_id_;
   std::mutex connect_mu_;  // serialises dialing; never held with mu_ waiting
 
-  // Abort state: the first failure wins and every later op reports it.
+  // Job abort: only the store's loss (or a malformed failure log).
   std::exception_ptr abort_error_;
-  std::exception_ptr superseded_;  // an abort replaced by its root cause
-  int abort_peer_ = -1;
-  bool publish_abort_ = false;
-  bool publishing_ = false;  // a thread is writing the abort to the store
+  // Failed ranks, in the order of the job's failure log (those not yet
+  // logged last, kUnlogged), and per rank.
+  static constexpr std::uint64_t kUnlogged = ~std::uint64_t{0};
+  struct Failure {
+    int rank;
+    std::uint64_t seq;
+    std::string reason;
+  };
+  std::vector<Failure> failures_;
+  std::vector<char> failed_;
+  bool any_failed_ = false;
+  std::atomic<bool> troubled_{false};  // any_failed_ or abort_error_, read without the mutex
+  std::vector<int> unpublished_;  // found here, not yet in the log
+  std::uint64_t log_read_ = 0;    // log entries read so far
+  bool publishing_ = false;       // a thread is writing or reading the log
+  std::unordered_map<std::uint32_t, std::vector<int>> groups_;
+  std::unordered_set<std::uint32_t> poisoned_;
   std::vector<char> left_;  // peers that said goodbye
 
   // Async ops: counted so the background thread sleeps when idle.

@@ -11,22 +11,22 @@ bool Engine::routed(int peer) const {
   return t && t->connected(peer);
 }
 
-void Engine::connect_refused(int peer, const std::string& reason) {
+void Engine::connect_refused(const Request& r, const std::string& reason) {
   std::unique_lock lk(mu_);
-  abort_locked(peer, reason, true);
-  publish_abort(lk);  // learns the root cause if another rank published first
-  throw_aborted(lk);
+  note_failure_locked(r.peer, reason, true);
+  throw_for(lk, r);  // publishes first: learns the root cause if another rank logged one earlier
 }
 
 // Transport choice is this loop: the first transport of the lineup that
 // reaches the peer and connects carries its messages (NCCL's selectTransport
 // in spirit). A refusal means the peer is gone; "unavailable" passes on to
 // the next transport, and the error when none is left lists every reason.
-void Engine::ensure_connected(int peer, Deadline deadline) {
+void Engine::ensure_connected(const Request& r, Deadline deadline) {
+  const int peer = r.peer;
   std::lock_guard g(connect_mu_);
   {
     std::unique_lock lk(mu_);
-    if (abort_error_) throw_aborted(lk);
+    if (request_error_locked(r)) throw_for(lk, r);
     if (routed(peer)) return;
   }
   // Store and network I/O happen outside the engine mutex: other threads keep
@@ -46,15 +46,15 @@ void Engine::ensure_connected(int peer, Deadline deadline) {
       ConnectResult res = t.connect(info, deadline);
       if (res.status == ConnectResult::Status::Connected) {
         std::unique_lock lk(mu_);
-        if (abort_error_) throw_aborted(lk);
+        if (request_error_locked(r)) throw_for(lk, r);
         t.adopt(peer, std::move(res.dialed));
         route_[static_cast<std::size_t>(peer)] = &t;
         BRAID_INFO("rank {}: {}", peer, t.name());
         return;
       }
-      if (res.status == ConnectResult::Status::Refused) connect_refused(peer, res.reason);
+      if (res.status == ConnectResult::Status::Refused) connect_refused(r, res.reason);
       // Unavailable: a peer on this host whose process is gone explains it.
-      if (info.same_host && process_gone(info.pid)) connect_refused(peer, "its process is gone (exited or killed)");
+      if (info.same_host && process_gone(info.pid)) connect_refused(r, "its process is gone (exited or killed)");
       why = res.reason;
       BRAID_WARN("rank {}: {} unavailable ({}); trying the next transport", peer, t.name(), why);
     }

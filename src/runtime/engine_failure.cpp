@@ -1,8 +1,14 @@
-// The engine's failure policy: the first failure wins and every later op
-// reports it; an abort is published in the store, so that ranks that never
-// talk to the failed one learn it too, and a rank that published later
-// learns the root cause from the store; the watchdog probes peers nothing
-// else watches.
+// The engine's failure policy.
+//
+// A failed rank poisons the groups that hold it, and nothing else: their
+// pending ops fail, later ones are refused, naming the group's first failed
+// member. "First" is the order of the job's failure log in the store
+// (failures/<n>, counted by "failures"), so every rank names the same root
+// cause: a rank that gave up after rank 3 died and then exited is logged
+// after rank 3, and a survivor that sees it disconnect still names rank 3.
+// Every waiter reads the log about once a second (the watchdog), which is
+// also how ranks that never talk to the dead one learn of it. Only the
+// store's loss ends the whole job (abort_locked).
 #include <algorithm>
 #include <optional>
 
@@ -12,6 +18,141 @@
 #include "src/runtime/peers.hpp"
 
 namespace braid {
+
+namespace {
+bool is_peer_failure(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& x) {
+    return x.code() == ErrorCode::PeerFailure;
+  } catch (...) {
+    return false;
+  }
+}
+std::string log_key(std::uint64_t seq) { return fmt::format("failures/{}", seq); }
+}  // namespace
+
+// --- what an op is told ---------------------------------------------------------
+
+std::exception_ptr Engine::rank_error_locked(int rank) const {
+  for (const Failure& f : failures_)
+    if (f.rank == rank)
+      return std::make_exception_ptr(Error(ErrorCode::PeerFailure, fmt::format("rank {} failed: {}", rank, f.reason), rank));
+  return nullptr;
+}
+
+std::exception_ptr Engine::group_error_locked(std::uint32_t id) const {
+  if (!poisoned_.count(id)) return nullptr;
+  const auto& members = groups_.at(id);
+  // failures_ is in log order: the first member in it is the root cause.
+  for (const Failure& f : failures_)
+    if (std::find(members.begin(), members.end(), f.rank) != members.end()) {
+      const bool me = f.rank == cfg_.rank;
+      return std::make_exception_ptr(Error(
+          ErrorCode::PeerFailure,
+          me ? fmt::format("rank {} (this rank) was declared failed: {}; a group that holds it cannot go on", f.rank,
+                           f.reason)
+             : fmt::format("rank {} failed: {}", f.rank, f.reason),
+          f.rank));
+    }
+  return nullptr;
+}
+
+std::exception_ptr Engine::request_error_locked(const Request& r) const {
+  if (abort_error_) return abort_error_;
+  if (!any_failed_) return nullptr;
+  if (auto e = group_error_locked(r.env.ctx / 2)) return e;
+  if (r.peer >= 0 && r.peer < cfg_.world_size && failed_[static_cast<std::size_t>(r.peer)])
+    return rank_error_locked(r.peer);
+  return nullptr;
+}
+
+std::exception_ptr Engine::peer_error(int peer) const {
+  if (abort_error_) return abort_error_;
+  return peer >= 0 && peer < cfg_.world_size && failed_[static_cast<std::size_t>(peer)] ? rank_error_locked(peer)
+                                                                                       : nullptr;
+}
+
+void Engine::throw_error(std::unique_lock<std::mutex>& lk, const std::function<std::exception_ptr()>& why) {
+  // Publish (and so learn the root cause) before anyone sees the error.
+  publish_failures(lk);
+  auto e = why();
+  if (!e) e = abort_error_;
+  if (!e) e = std::make_exception_ptr(Error(ErrorCode::Internal, "an op failed without a recorded cause"));
+  std::rethrow_exception(e);
+}
+
+void Engine::throw_for(std::unique_lock<std::mutex>& lk, const Request& r) {
+  throw_error(lk, [&] { return request_error_locked(r); });
+}
+
+std::exception_ptr Engine::translate(std::exception_ptr e, const Request& r) {
+  if (!e || !is_peer_failure(e)) return e;
+  std::unique_lock lk(mu_);
+  if (!any_failed_) return e;
+  publish_failures(lk);
+  if (auto now = request_error_locked(r)) return now;
+  return e;
+}
+
+// --- recording failures ------------------------------------------------------------
+
+void Engine::add_group(std::uint32_t id, const std::vector<int>& ranks) {
+  std::lock_guard lk(mu_);
+  groups_[id] = ranks;
+  for (int r : ranks)
+    if (r >= 0 && r < cfg_.world_size && failed_[static_cast<std::size_t>(r)]) poisoned_.insert(id);
+}
+
+void Engine::note_failure_locked(int rank, const std::string& reason, bool publish, std::uint64_t seq) {
+  if (rank < 0 || rank >= cfg_.world_size) return;
+  if (failed_[static_cast<std::size_t>(rank)]) {
+    // Known already: the log may place it earlier than we did.
+    for (Failure& f : failures_)
+      if (f.rank == rank && seq < f.seq) f.seq = seq;
+    std::stable_sort(failures_.begin(), failures_.end(),
+                     [](const Failure& a, const Failure& b) { return a.seq < b.seq; });
+    return;
+  }
+  BRAID_WARN("rank {} failed: {}", rank, reason);
+  failed_[static_cast<std::size_t>(rank)] = 1;
+  any_failed_ = true;
+  troubled_.store(true, std::memory_order_release);
+  failures_.push_back({rank, seq, reason});
+  std::stable_sort(failures_.begin(), failures_.end(), [](const Failure& a, const Failure& b) { return a.seq < b.seq; });
+  if (publish && seq == kUnlogged) unpublished_.push_back(rank);
+  for (const auto& [id, members] : groups_)
+    if (std::find(members.begin(), members.end(), rank) != members.end()) poisoned_.insert(id);
+
+  // Fail what waits on the rank or on a poisoned group: posted receives,
+  // messages no receive will take (their senders are told they are not
+  // wanted), and every request the transports hold for the rank.
+  const auto e_rank = rank_error_locked(rank);
+  matcher_.for_each_posted([&](Request& r) {
+    if (auto e = request_error_locked(r)) complete(r, e);
+  });
+  auto dropped = matcher_.take_unexpected_if([&](const Unexpected& u) {
+    return u.src == rank || poisoned_.count(u.env.ctx / 2) > 0;
+  });
+  for (auto& u : dropped) {
+    if (u->kind == Unexpected::Kind::Local && u->local_send) {
+      complete(*u->local_send, request_error_locked(*u->local_send));
+      continue;
+    }
+    if (u->src == rank) continue;  // its transport is dropped just below
+    discard(std::move(u));
+  }
+  if (rank != cfg_.rank) {
+    for (Transport* t : all_) t->fail_peer(rank, e_rank);
+  }
+  // Async requests the transports no longer hold (a receive whose payload
+  // was being copied).
+  auto pending = async_reqs_;
+  for (Request* r : pending)
+    if (r->peer == rank) complete(*r, e_rank);
+  cv_.notify_all();
+  if (token_) kick();
+}
 
 void Engine::fail_all_locked(const std::exception_ptr& e) {
   matcher_.for_each_posted([&](Request& r) { complete(r, e); });
@@ -26,23 +167,25 @@ void Engine::fail_all_locked(const std::exception_ptr& e) {
   for (Request* r : pending) complete(*r, e);
 }
 
-void Engine::abort_locked(int peer, const std::string& reason, bool publish) {
+void Engine::abort_locked(const std::string& reason, int peer) {
   if (abort_error_) return;
-  abort_peer_ = peer;
-  const std::string msg = peer >= 0 ? fmt::format("job aborted: rank {} failed: {}", peer, reason)
-                                    : fmt::format("job aborted: {}", reason);
+  const std::string msg = fmt::format("job aborted: {}", reason);
   BRAID_WARN("{}", msg);
   abort_error_ = std::make_exception_ptr(Error(ErrorCode::PeerFailure, msg, peer));
-  publish_abort_ = publish;
-  // Fail first: dropping the peer's connections forgets what they held.
+  troubled_.store(true, std::memory_order_release);
   fail_all_locked(abort_error_);
-  if (peer >= 0 && peer < cfg_.world_size && peer != cfg_.rank)
-    for (Transport* t : all_) t->drop_peer(peer);
   cv_.notify_all();
   if (token_) kick();
 }
 
-void Engine::peer_failed(int peer, const std::string& reason) { abort_locked(peer, reason, true); }
+void Engine::store_lost_locked(const std::string& why) {
+  // Rank 0 hosts the store unless an external braid-store does: it is the
+  // rank to name (survivors cannot go on without a store).
+  note_failure_locked(0, fmt::format("the store it hosts became unreachable ({})", why), false);
+  abort_locked(fmt::format("rank 0 failed: the store became unreachable ({}); rank 0 hosts it", why), 0);
+}
+
+void Engine::peer_failed(int peer, const std::string& reason) { note_failure_locked(peer, reason, true); }
 
 void Engine::peer_left(int peer) {
   left_[static_cast<std::size_t>(peer)] = 1;
@@ -57,62 +200,203 @@ void Engine::peer_left(int peer) {
   cv_.notify_all();
 }
 
-void Engine::abort_peer_gone(int peer, const std::string& reason) {
+void Engine::peer_gone(int peer, const std::string& reason, std::uint32_t id) {
   std::unique_lock lk(mu_);
-  abort_locked(peer, reason, true);
-  throw_aborted(lk);
+  note_failure_locked(peer, reason, true);
+  throw_error(lk, [&] { return group_error_locked(id); });
+}
+
+void Engine::note_reported(int rank, const std::string& reason) {
+  std::lock_guard lk(mu_);
+  note_failure_locked(rank, reason, false);
+}
+
+std::vector<int> Engine::failed_ranks() {
+  std::unique_lock lk(mu_);
+  std::vector<int> out;
+  for (int r = 0; r < cfg_.world_size; ++r)
+    if (failed_[static_cast<std::size_t>(r)]) out.push_back(r);
+  return out;
+}
+
+int Engine::failed_count() {
+  std::lock_guard lk(mu_);
+  return static_cast<int>(failures_.size());
+}
+
+bool Engine::gone(int rank) {
+  std::lock_guard lk(mu_);
+  return failed_[static_cast<std::size_t>(rank)] || left_[static_cast<std::size_t>(rank)];
 }
 
 void Engine::check_abort() {
   std::unique_lock lk(mu_);
   if (!abort_error_ && !token_ && Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
-  if (abort_error_) throw_aborted(lk);
+  if (abort_error_) throw_error(lk, [&] { return abort_error_; });
+}
+
+void Engine::check_group(std::uint32_t id) {
+  std::unique_lock lk(mu_);
+  if (!abort_error_ && !token_ && Clock::now() - last_watchdog_ > kWatchdogPeriod) watchdog(lk);
+  if (abort_error_ || (any_failed_ && poisoned_.count(id)))
+    throw_error(lk, [&] { return abort_error_ ? abort_error_ : group_error_locked(id); });
 }
 
 void Engine::check_peer_alive(int peer) {
   check_abort();
+  {
+    std::unique_lock lk(mu_);
+    if (failed_[static_cast<std::size_t>(peer)]) throw_error(lk, [&] { return rank_error_locked(peer); });
+  }
   const PeerRecord h = read_peer_record(*store_, peer, Millis(1000));
+  bool dead = false;
   if (h.host == host_id_) {
-    if (process_gone(h.pid)) abort_peer_gone(peer, "its process is gone (exited or killed)");
-    return;
+    dead = process_gone(h.pid);
+  } else {
+    // On another host: a transport may tell (a listener refusing), as the
+    // watchdog asks for peers nothing watches.
+    for (Transport* t : all_) {
+      PeerInfo info{peer, false, h.pid, h.address(t->name())};
+      if (!info.address.empty() && t->probe_gone(info)) dead = true;
+    }
   }
-  // On another host: a transport may tell (a listener refusing), as the
-  // watchdog asks for peers nothing watches.
-  for (Transport* t : all_) {
-    PeerInfo info{peer, false, h.pid, h.address(t->name())};
-    if (!info.address.empty() && t->probe_gone(info)) abort_peer_gone(peer, "its process is gone (exited or killed)");
+  if (!dead) return;
+  std::unique_lock lk(mu_);
+  note_failure_locked(peer, "its process is gone (exited or killed)", true);
+  throw_error(lk, [&] { return rank_error_locked(peer); });
+}
+
+void Engine::refresh_failures(const std::vector<int>& peers) {
+  {
+    std::unique_lock lk(mu_);
+    if (abort_error_) throw_error(lk, [&] { return abort_error_; });
+  }
+  std::vector<int> dead;
+  for (int p : peers) {
+    if (p == cfg_.rank || gone(p)) continue;
+    const PeerRecord h = read_peer_record(*store_, p, Millis(1000));
+    if (h.host == host_id_) {
+      if (process_gone(h.pid)) dead.push_back(p);
+      continue;
+    }
+    for (Transport* t : all_) {
+      PeerInfo info{p, false, h.pid, h.address(t->name())};
+      if (!info.address.empty() && t->probe_gone(info)) {
+        dead.push_back(p);
+        break;
+      }
+    }
+  }
+  std::unique_lock lk(mu_);
+  for (int p : dead) note_failure_locked(p, "its process is gone (exited or killed)", true);
+  // Publishing also reads what the others logged.
+  if (unpublished_.empty()) {
+    while (publishing_) cv_.wait(lk);
+    publishing_ = true;
+    const auto from = log_read_;
+    lk.unlock();
+    std::vector<std::pair<std::uint64_t, std::string>> entries;
+    std::string store_error;
+    try {
+      entries = read_log(from);
+    } catch (const Error& e) {
+      store_error = e.what();
+    }
+    lk.lock();
+    publishing_ = false;
+    cv_.notify_all();
+    if (!store_error.empty()) store_lost_locked(store_error);
+    apply_log_locked(entries);
+  } else {
+    publish_failures(lk);
+  }
+  if (abort_error_) throw_error(lk, [&] { return abort_error_; });
+}
+
+// --- the failure log -----------------------------------------------------------------
+
+std::vector<std::pair<std::uint64_t, std::string>> Engine::read_log(std::uint64_t from) {
+  std::vector<std::pair<std::uint64_t, std::string>> out;
+  const auto count = static_cast<std::uint64_t>(std::max<std::int64_t>(0, store_->add("failures", 0)));
+  for (std::uint64_t seq = from + 1; seq <= count; ++seq) {
+    // A writer counts before it writes its entry: a gap closes soon.
+    auto v = store_->try_get(log_key(seq));
+    if (!v) break;
+    out.emplace_back(seq, store::to_string(*v));
+  }
+  return out;
+}
+
+void Engine::apply_log_locked(const std::vector<std::pair<std::uint64_t, std::string>>& entries) {
+  for (const auto& [seq, v] : entries) {
+    if (seq <= log_read_) continue;
+    log_read_ = seq;
+    const auto r = abort_rank(v, cfg_.world_size);
+    if (!r || *r < 0) {
+      abort_locked(fmt::format("the store's failure log holds a malformed entry ('{}', expected a rank of this job "
+                               "of {}): something other than this job's ranks wrote it",
+                               v.substr(0, 40), cfg_.world_size));
+      return;
+    }
+    note_failure_locked(*r, "reported by another rank", false, seq);
   }
 }
 
-[[noreturn]] void Engine::throw_aborted(std::unique_lock<std::mutex>& lk) {
-  // Publish (and so learn the root cause) before anyone sees the error.
-  publish_abort(lk);
-  std::rethrow_exception(abort_error_);
+void Engine::publish_failures(std::unique_lock<std::mutex>& lk) {
+  // One thread publishes; others wait for its answer, which may change the
+  // error they are about to throw.
+  cv_.wait(lk, [&] { return !publishing_; });
+  if (unpublished_.empty()) return;
+  auto mine = std::move(unpublished_);
+  unpublished_.clear();
+  publishing_ = true;
+  const auto from = log_read_;
+  lk.unlock();
+  std::vector<std::pair<std::uint64_t, int>> logged;
+  std::vector<std::pair<std::uint64_t, std::string>> entries;
+  try {
+    for (int r : mine) {
+      const auto seq = static_cast<std::uint64_t>(store_->add("failures", 1));
+      store_->set(log_key(seq), store::to_bytes(fmt::format("{}\n", r)));
+      logged.emplace_back(seq, r);
+    }
+    entries = read_log(from);
+  } catch (const Error& e) {
+    BRAID_WARN("could not publish a failure in the store: {}", e.what());
+  }
+  lk.lock();
+  publishing_ = false;
+  cv_.notify_all();
+  for (const auto& [seq, r] : logged) note_failure_locked(r, "", false, seq);
+  apply_log_locked(entries);
 }
-
 
 void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
   last_watchdog_ = Clock::now();
-  if (publish_abort_) {
-    publish_abort(lk);
+  if (!unpublished_.empty()) {
+    publish_failures(lk);
     return;
   }
+  if (publishing_) return;
   // Peers someone here waits on, that we would not otherwise see die: no
   // transport watches them (Transport::watching).
   std::vector<int> probe;
   for (int p = 0; p < cfg_.world_size; ++p)
     if (awaited_[static_cast<std::size_t>(p)] > 0 && p != cfg_.rank && !left_[static_cast<std::size_t>(p)] &&
+        !failed_[static_cast<std::size_t>(p)] &&
         std::none_of(all_.begin(), all_.end(), [p](const Transport* t) { return t->watching(p); }))
       probe.push_back(p);
   // The token is ours, so nobody else polls while the mutex is released.
   token_ = true;
+  publishing_ = true;
+  const auto from = log_read_;
   lk.unlock();
-  std::optional<store::Bytes> seen;
+  std::vector<std::pair<std::uint64_t, std::string>> entries;
   std::string store_error;
   int dead = -1;
   try {
-    seen = store_->try_get("abort");
-    for (std::size_t i = 0; i < probe.size() && i < 8 && !seen && dead < 0; ++i) {
+    entries = read_log(from);
+    for (std::size_t i = 0; i < probe.size() && i < 8 && dead < 0; ++i) {
       // The peer may have died before ever talking to us. On this host its
       // pid tells; elsewhere, a transport may tell (a listener refusing).
       const int p = probe[i];
@@ -134,55 +418,14 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
   }
   lk.lock();
   token_ = false;
-  if (!store_error.empty()) {
-    abort_locked(0, fmt::format("the store became unreachable ({}); rank 0 hosts it", store_error), false);
-  } else if (seen) {
-    const std::string v = store::to_string(*seen);
-    if (auto r = abort_rank(v, cfg_.world_size))
-      abort_locked(*r, "reported by another rank", false);
-    else
-      abort_locked(-1, fmt::format("the store's abort record is malformed ('{}', expected a rank of this job of {}): "
-                                   "something other than this job's ranks wrote it", v.substr(0, 40), cfg_.world_size),
-                   false);
-  } else if (dead >= 0) {
-    abort_locked(dead, "its process is gone (exited or killed)", true);
-  }
-  cv_.notify_all();
-}
-
-void Engine::publish_abort(std::unique_lock<std::mutex>& lk) {
-  // One thread publishes; others wait for its answer, which may change the
-  // error they are about to throw.
-  cv_.wait(lk, [&] { return !publishing_; });
-  if (!publish_abort_) return;
-  publish_abort_ = false;
-  publishing_ = true;
-  const std::string value = fmt::format("{}\n", abort_peer_);
-  lk.unlock();
-  std::string first;
-  try {
-    first = store::to_string(store_->compare_set("abort", {}, store::to_bytes(value)));
-  } catch (const Error& e) {
-    BRAID_WARN("could not publish the abort in the store: {}", e.what());
-  }
-  lk.lock();
   publishing_ = false;
-  cv_.notify_all();
-  BRAID_INFO("published abort '{}'; the store holds '{}'", value.substr(0, value.size() - 1),
-             first.substr(0, first.find('\n')));
-  // Another rank published first: its rank is the root cause (the one we saw
-  // may only have exited after it). Errors not yet thrown name the root.
-  const int root = abort_rank(first, cfg_.world_size).value_or(-1);
-  if (!first.empty() && first != value && root >= 0 && root != abort_peer_) {
-    const int seen = abort_peer_;
-    superseded_ = abort_error_;
-    abort_peer_ = root;
-    abort_error_ = std::make_exception_ptr(Error(
-        ErrorCode::PeerFailure,
-        fmt::format("job aborted: rank {} failed (reported by another rank; rank {} then disconnected from this one)",
-                    root, seen),
-        root));
+  if (!store_error.empty()) {
+    store_lost_locked(store_error);
+  } else {
+    apply_log_locked(entries);
+    if (dead >= 0) note_failure_locked(dead, "its process is gone (exited or killed)", true);
   }
+  cv_.notify_all();
 }
 
 }  // namespace braid

@@ -330,7 +330,7 @@ struct Runner {
       if (q == window->me()) continue;
       const int peer = window->world_rank(q);
       onesided::Failure f;
-      if (window->ledger().peer_failed(q, &f) && f.call == me) throw peer_gave_up(*window, q, f, call);
+      if (window->ledger().peer_failed(q, &f) && f.call == me) throw_peer_gave_up(e, *window, q, f, call);
       if (window->ledger().peer_doing(q, true) == me) throw runs_otherwise(call, peer, true);
     }
   }
@@ -404,10 +404,13 @@ std::string rank_list(std::vector<int> ranks) {
   return s;
 }
 
-Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call) {
+void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const onesided::Failure& f,
+                        const ExecCall& call) {
   const auto known = static_cast<int>(ErrorCode::Internal);
   const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
-  return Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
+  if (f.code == static_cast<int>(ErrorCode::PeerFailure) && about != w.world_rank(peer))
+    e.note_reported(about, fmt::format("reported by rank {}", w.world_rank(peer)));
+  throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
                fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), f.why), about);
 }
 

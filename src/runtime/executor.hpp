@@ -184,8 +184,10 @@ std::string rank_list(std::vector<int> ranks);
 Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window);
 // The error for a peer that marked its window failed (f): its error, with
 // its code, naming the rank its error names (a dead peer stays the one
-// named), else (nobody, or this rank) the peer that gave up.
-Error peer_gave_up(const onesided::Window& w, int peer, const onesided::Failure& f, const ExecCall& call);
+// named), else (nobody, or this rank) the peer that gave up. A failure it
+// names is recorded first (failed_ranks() then holds it).
+[[noreturn]] void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const onesided::Failure& f,
+                                     const ExecCall& call);
 // The window if it is made, else nullptr.
 onesided::Window* ready_window(detail::GroupImpl& g);
 // Which call this is, for Ledger::doing: its ticket (one-sided runner) or

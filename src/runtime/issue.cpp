@@ -45,6 +45,7 @@ void run_issued(const Call& c, const CompiledPlan& compiled, const Issued& at, E
   ExecCall call{&compiled, c.group, c.buffers, c.dtype, c.op, at.seq, at.timeout, at.deadline, c.what,
                 at.ticket, c.device, c.stream};
   try {
+    engine.check_issue(c.group->id);  // a group that lost a member runs nothing more
     if (staging) staging->wait_inputs(at.deadline);
     if (const auto& in = c.init_output; in.bytes && in.dst != in.src) {
       if (c.device >= 0) copy_on_device(c.device, c.stream, in.dst, in.src, in.bytes);

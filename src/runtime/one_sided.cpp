@@ -282,8 +282,8 @@ struct OneSidedRunner {
         continue;
       }
       if (onesided::Failure f; w.ledger().peer_failed(q, &f)) gave_up(q, f);
-      if (w.peer_gone(q)) e.abort_peer_gone(w.world_rank(q), "its process is gone (exited or killed)");
-      e.check_abort();
+      if (w.peer_gone(q)) e.peer_gone(w.world_rank(q), "its process is gone (exited or killed)", call.group->id);
+      e.check_group(call.group->id);
       if (call.deadline.expired())
         throw Error(ErrorCode::Timeout,
                     fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
@@ -599,7 +599,7 @@ struct OneSidedRunner {
   }
 
   // A peer marked its window failed (executor.hpp, peer_gave_up).
-  [[noreturn]] void gave_up(int peer, const onesided::Failure& f) const { throw peer_gave_up(w, peer, f, call); }
+  [[noreturn]] void gave_up(int peer, const onesided::Failure& f) const { throw_peer_gave_up(e, w, peer, f, call); }
 
   // Until some pending Wait is satisfied: poll a bounded time (yielding the
   // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,
@@ -642,7 +642,7 @@ struct OneSidedRunner {
         }
         if (w.peer_gone(p.peer)) {
           if (reap()) return;
-          e.abort_peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)");
+          e.peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)", call.group->id);
         }
         // The peer runs this very call as a message plan on the engine (it
         // passed other counts).
@@ -660,7 +660,7 @@ struct OneSidedRunner {
             throw other_arguments(p.peer, theirs);
         }
       }
-      e.check_abort();
+      e.check_group(call.group->id);
       if (call.deadline.expired()) timed_out();
       if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))
         return;
@@ -724,8 +724,17 @@ onesided::Window& group_window(Engine& e, detail::GroupImpl& g, Deadline deadlin
         fail(ErrorCode::InvalidArgument,
              "a one-sided plan needs a window joining every member, and none joins ranks on several hosts under "
              "this backend: use backend 'verbs' for one-sided plans between hosts");
-      g.window = transports::make_window(kind, e.store(), g.id, g.ranks, g.my_rank, deadline,
-                                         [&e](int peer) { e.check_peer_alive(peer); });
+      try {
+        g.window = transports::make_window(kind, e.store(), g.id, g.ranks, g.my_rank, deadline,
+                                           [&e](int peer) { e.check_peer_alive(peer); });
+      } catch (const Error&) {
+        // A member that learned of a failure first may have given up and
+        // closed its part (its memory cannot be taken): the failure is the
+        // cause to report, if the log has one for this group.
+        e.refresh_failures({});
+        e.check_group(g.id);
+        throw;
+      }
       // The runner is compiled once per kind of window: no virtual call in
       // its hot loop, and no look at the type per call.
       transports::with_window(*g.window, [&](auto& concrete) {

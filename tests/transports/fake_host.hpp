@@ -45,7 +45,7 @@ class FakeHost final : public TransportHost {
   void add_fd(int fd, EventSource* src, std::uint32_t events) override { ctl(EPOLL_CTL_ADD, fd, src, events); }
   void mod_fd(int fd, EventSource* src, std::uint32_t events) override { ctl(EPOLL_CTL_MOD, fd, src, events); }
   void del_fd(int fd) override { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
-  std::exception_ptr abort_error() const override { return abort_; }
+  std::exception_ptr peer_error(int) const override { return abort_; }
 
   // One progress round, as the engine runs it, without sleeping.
   void progress() {

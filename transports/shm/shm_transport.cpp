@@ -288,7 +288,7 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
         // over; the abort names the root cause once known.
         host_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
                                         n < 0 ? errno_text() : "no progress"));
-        host_.complete(*r, host_.abort_error());
+        host_.complete(*r, host_.peer_error(src));
         return;
       }
       done += static_cast<std::size_t>(n);
@@ -356,7 +356,7 @@ bool ShmTransport::drain(int s) {
       default:  // Pad
         break;
     }
-    return !host_.abort_error();
+    return !host_.peer_error(s);
   });
   if (bad) {
     corrupt(bad);
@@ -424,8 +424,10 @@ bool ShmTransport::cancel(Request& r) {
       r.queued = false;
       return true;
     }
-  // Announced: the receiver may be copying from the buffer right now.
-  return rts_out_.erase(r.token) == 0;
+  // Announced: the receiver may be copying from the buffer right now. It
+  // stays announced: its FIN (the receiver copied or dropped it) or the
+  // peer's failure (fail_peer) completes it.
+  return rts_out_.count(r.token) == 0;
 }
 
 void ShmTransport::drop_peer(int p) {
@@ -433,6 +435,22 @@ void ShmTransport::drop_peer(int p) {
   x.pending.clear();
   if (x.watch && x.pidfd.valid() && !x.gone) host_.del_fd(x.pidfd.get());
   x.gone = true;
+}
+
+void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
+  Peer& x = peer(p);
+  for (auto& f : x.pending)
+    if (f.r) host_.complete(*f.r, e);
+  x.pending.clear();
+  for (auto it = rts_out_.begin(); it != rts_out_.end();) {
+    if (it->second->peer == p) {
+      host_.complete(*it->second, e);
+      it = rts_out_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  drop_peer(p);
 }
 
 void ShmTransport::fail_all(const std::exception_ptr& e) {

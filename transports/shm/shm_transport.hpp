@@ -55,6 +55,7 @@ class ShmTransport final : public Transport {
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
+  void fail_peer(int peer, const std::exception_ptr& e) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
 

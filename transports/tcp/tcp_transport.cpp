@@ -341,6 +341,24 @@ void TcpTransport::drop_peer(int peer) {
   for (Connection* c : doomed) retire(*c);
 }
 
+void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
+  for (auto& c : conns_)
+    if (c->peer() == peer) fail_requests_of(*c, e);
+  auto fail_of = [&](auto& tokens, auto belongs) {
+    for (auto it = tokens.begin(); it != tokens.end();) {
+      if (belongs(*it->second)) {
+        host_.complete(*it->second, e);
+        it = tokens.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  fail_of(rts_out_, [&](const Request& r) { return r.peer == peer; });
+  fail_of(rdv_in_, [&](const Request& r) { return r.source == peer; });
+  drop_peer(peer);
+}
+
 void TcpTransport::fail_all(const std::exception_ptr& e) {
   for (auto& c : conns_) fail_requests_of(*c, e);
   for (auto& [tok, r] : rts_out_) host_.complete(*r, e);

@@ -51,6 +51,7 @@ class TcpTransport final : public Transport, private EventSource {
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
+  void fail_peer(int peer, const std::exception_ptr& e) override;
   void shutdown() override;
   // Fails every request this transport holds (job abort).
   void fail_all(const std::exception_ptr& e) override;

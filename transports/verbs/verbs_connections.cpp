@@ -461,17 +461,30 @@ void VerbsTransport::drop_peer(int peer) {
   for (Conn* c : doomed) retire(*c);
 }
 
+// A READ still in flight would write into a buffer its caller gets back
+// with the error: stop the QP (its flush then retires it quietly).
+void VerbsTransport::stop_reads(Conn& c, const char* why) {
+  bool reading = false;
+  for (auto& [id, op] : reads_)
+    if (op.conn == c.id && op.chunks_posted > op.chunks_done) reading = true;
+  if (reading && c.qp) {
+    c.stop_reason = why;
+    verbs::qp_to_error(c.qp.get());
+  }
+}
+
+void VerbsTransport::fail_peer(int peer, const std::exception_ptr& e) {
+  for (auto& c : conns_)
+    if (c->peer == peer) {
+      stop_reads(*c, "the peer failed while it was being read from");
+      fail_requests_of(*c, e);
+    }
+  drop_peer(peer);
+}
+
 void VerbsTransport::fail_all(const std::exception_ptr& e) {
   for (auto& c : conns_) {
-    // A READ still in flight would write into a buffer its caller gets back
-    // with the error: stop the QP (its flush then retires it quietly).
-    bool reading = false;
-    for (auto& [id, op] : reads_)
-      if (op.conn == c->id && op.chunks_posted > op.chunks_done) reading = true;
-    if (reading && c->qp) {
-      c->stop_reason = "the job aborted while it was being read from";
-      verbs::qp_to_error(c->qp.get());
-    }
+    stop_reads(*c, "the job aborted while it was being read from");
     fail_requests_of(*c, e);
   }
 }

@@ -100,6 +100,7 @@ class VerbsTransport final : public Transport, private EventSource {
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
+  void fail_peer(int peer, const std::exception_ptr& e) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
   void reap() override;
@@ -159,6 +160,7 @@ class VerbsTransport final : public Transport, private EventSource {
   void conn_failed(Conn& c, const std::string& why);
   void on_eof(Conn& c);
   void closed_cleanly(Conn& c);
+  void stop_reads(Conn& c, const char* why);
   void fail_requests_of(Conn& c, const std::exception_ptr& e);
   void retire(Conn& c);
   Conn* live(std::uint32_t id);

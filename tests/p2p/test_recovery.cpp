@@ -4,9 +4,11 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -205,4 +207,32 @@ TEST_CASE("agree names a live member that does not take part, at its timeout", "
   });
   INFO(describe(res));
   REQUIRE(all_ok(res));
+}
+
+TEST_CASE("with a store no rank hosts, survivors of rank 0 go on", "[recovery]") {
+  // file:// keeps the store out of rank 0's process: its death is a rank's
+  // like any other (with env://, rank 0 takes the store with it).
+  const std::string file = "/tmp/braid-recovery-" + std::to_string(::getpid());
+  std::remove(file.c_str());
+  auto res = run_ranks(3, [&file](int rank, int world) {
+    braid::InitOptions o;
+    o.init_method = "file://" + file;
+    o.rank = rank;
+    o.world_size = world;
+    o.backend = test_backend();
+    o.timeout = std::chrono::seconds(60);
+    braid::init_process_group(o);
+    die_after_reduce(0);
+    expect_error([&] { braid::barrier(); }, ErrorCode::PeerFailure, "rank 0");
+    const braid::Group g = braid::shrink_group();
+    RANK_CHECK((g.ranks() == std::vector<int>{1, 2}));
+    int y = rank;
+    braid::all_reduce(braid::tensor(&y, 1), braid::ReduceOp::Sum, {.group = &g});
+    RANK_CHECK(y == 3);
+    RANK_CHECK((braid::failed_ranks() == std::vector<int>{0}));
+  });
+  std::remove(file.c_str());
+  INFO(describe(res));
+  REQUIRE(res[1].ok());
+  REQUIRE(res[2].ok());
 }

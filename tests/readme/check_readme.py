@@ -58,6 +58,7 @@ const std::string host = "127.0.0.1";
 const int port = std::atoi(std::getenv("MASTER_PORT")) + 1;
 std::vector<float> v(1000, 1.0f);
 """),
+    ("cpp", "group = braid::shrink_group({.group = &group});", "fragment", [1, 2, 3], ""),
     ("cpp", "braid::mem_alloc(n * sizeof(float))", "fragment", [1, 2], """
 const std::size_t n = 1 << 16;
 """),

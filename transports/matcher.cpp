@@ -36,6 +36,16 @@ std::exception_ptr receive_error(const Request& r, int src, const Envelope& env,
   return std::make_exception_ptr(Error(ErrorCode::InvalidArgument, text, src));
 }
 
+std::exception_ptr rejected_send(const Request& send, const Refusal& by) {
+  const bool other_dtype = by.dtype != 0 && send.env.dtype != 0 && by.dtype != send.env.dtype;
+  return std::make_exception_ptr(Error(
+      ErrorCode::InvalidArgument,
+      fmt::format("the send of {} to rank {} was refused by the receive it matched there, into {}: {}",
+                  sized(send.env.dtype, send.bytes), send.peer, sized(by.dtype, by.bytes),
+                  other_dtype ? "both sides must use the same dtype" : "a receive must be at least as large as the message"),
+      send.peer));
+}
+
 bool Matcher::matches(const Request& r, int src, const Envelope& env) {
   return r.env.ctx == env.ctx && r.env.tag == env.tag && (r.peer == ANY_SOURCE || r.peer == src);
 }

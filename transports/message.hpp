@@ -114,4 +114,15 @@ struct Unexpected {
 // the sender is not told). The text names both sides' dtype and size.
 std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes);
 
+// What the receive that refused a message tells its sender (where the
+// message was still the sender's: announced, not yet sent): its dtype (wire
+// form) and capacity, so the send fails naming both sides.
+struct Refusal {
+  std::uint8_t dtype = 0;
+  std::uint64_t bytes = 0;
+};
+inline Refusal refusal_of(const Request& r) { return {r.env.dtype, r.bytes}; }
+// The error of a send that receive `by` refused.
+std::exception_ptr rejected_send(const Request& send, const Refusal& by);
+
 }  // namespace braid

@@ -35,7 +35,9 @@ void TransportHost::deliver(std::unique_ptr<Unexpected> owned, Request& r) {
   r.source = u.src;
   if (auto err = receive_error(r, u.src, u.env, u.bytes)) {
     complete(r, err);
-    discard(std::move(owned));
+    if (u.kind == Unexpected::Kind::Local) complete(*u.local_send, rejected_send(*u.local_send, refusal_of(r)));
+    else if (u.kind == Unexpected::Kind::Rendezvous) u.transport->reject(std::move(owned), refusal_of(r));
+    else if (u.arrived < u.bytes) u.transport->claim(std::move(owned), nullptr);
     return;
   }
   r.received = u.bytes;

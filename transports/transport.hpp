@@ -151,6 +151,10 @@ class Transport {
   // announced rendezvous, or an eager payload still arriving): deliver it
   // into r, or drop it if r is null (the receive failed).
   virtual void claim(std::unique_ptr<Unexpected> u, Request* r) = 0;
+  // Receive `by` refused u (too small, another dtype): dropped as by
+  // claim(u, nullptr), and where the message is still the sender's (an
+  // announced one), its send fails too, naming both sides (Refusal).
+  virtual void reject(std::unique_ptr<Unexpected> u, const Refusal&) { claim(std::move(u), nullptr); }
   // Withdraws r (timeout). Returns false if bytes of r are already on the
   // wire and the connection had to be closed.
   virtual bool cancel(Request& r) = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <vector>
@@ -15,9 +16,10 @@ namespace detail { struct WorkState; }
 class Work {
  public:
   Work() = default;  // completed, successful
-  static Work completed(int source_rank = -1) {
+  static Work completed(int source_rank = -1, std::int64_t received_count = -1) {
     Work w;
     w.source_ = source_rank;
+    w.count_ = received_count;
     return w;
   }
   explicit Work(std::shared_ptr<detail::WorkState> s) : state_(std::move(s)) {}
@@ -35,10 +37,15 @@ class Work {
   // For a receive: the global rank it received from (known after completion);
   // -1 for other ops.
   int source_rank();
+  // For a receive: how many elements of its dtype arrived (as MPI_Get_count
+  // tells), which may be fewer than its buffer holds; known after a
+  // successful completion, -1 before and for other ops.
+  std::int64_t received_count();
 
  private:
   std::shared_ptr<detail::WorkState> state_;
   int source_ = -1;
+  std::int64_t count_ = -1;
 };
 
 // Waits for every Work of the list (empty ones count as done). All are waited

@@ -43,6 +43,10 @@ struct P2PWork final : detail::WorkState {
     return staging ? staging->error() : nullptr;
   }
   int source() override { return req.source; }
+  std::int64_t received_count() override {
+    return req.kind == Request::Kind::Recv ? static_cast<std::int64_t>(req.received / elem) : -1;
+  }
+  std::size_t elem = 1;  // the tensor's element size
   Request* req_ptr = &req;
 };
 
@@ -67,6 +71,7 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   auto staging = std::make_shared<detail::DeviceStaging>(o.stream, op);
   const Tensor t = staging->stage(t_arg, is_send ? detail::StageDir::In : detail::StageDir::Out, "tensor");
   const Deadline d = prepare(w->req, t, peer, is_send, o, op);
+  w->elem = t.element_size();
   if (staging->active()) {
     // An isend of device memory posts once the data is on the host: it waits
     // here for the stream's earlier work and the copy.

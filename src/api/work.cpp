@@ -33,4 +33,9 @@ int Work::source_rank() {
   return state_->test() ? state_->source() : -1;
 }
 
+std::int64_t Work::received_count() {
+  if (!state_) return count_;
+  return state_->test() && !state_->error() ? state_->received_count() : -1;
+}
+
 }  // namespace braid

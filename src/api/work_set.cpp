@@ -46,6 +46,7 @@ struct AllOf final : detail::WorkState {
     return nullptr;
   }
   int source() override { return parts.empty() ? -1 : parts.front().source_rank(); }
+  std::int64_t received_count() override { return parts.empty() ? -1 : parts.front().received_count(); }
 };
 
 }  // namespace
@@ -59,7 +60,7 @@ Work sendrecv(const Tensor& send, int dst, const Tensor& recv, int src, const Op
   if (!o.async_op) {
     std::vector<Work> both{r, s};
     wait_all(both);
-    return Work::completed(r.source_rank());
+    return Work::completed(r.source_rank(), r.received_count());
   }
   auto state = std::make_shared<AllOf>();
   state->parts = {std::move(r), std::move(s)};

@@ -302,8 +302,9 @@ struct Runner {
     try {
       e.rethrow(r);
     } catch (const Error& x) {
-      // A receive that refused its message (receive_error): say which op.
-      if (x.code() != ErrorCode::InvalidArgument || s.kind == plan::StepKind::Send) throw;
+      // A receive that refused its message (receive_error), or a send that
+      // a peer's receive refused: say which op.
+      if (x.code() != ErrorCode::InvalidArgument) throw;
       throw Error(x.code(), fmt::format("{}: {}", call.what, x.what()), x.peer());
     }
     if (s.kind != plan::StepKind::Send && r.received != r.bytes)

@@ -2,6 +2,7 @@
 // Request; collectives (executor) provide their own.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 
 #include "src/common/time.hpp"
@@ -17,6 +18,7 @@ struct WorkState {
   virtual bool test() = 0;
   virtual std::exception_ptr error() = 0;
   virtual int source() { return -1; }
+  virtual std::int64_t received_count() { return -1; }  // elements, receives only
   Deadline op_deadline{};
 };
 

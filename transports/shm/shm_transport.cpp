@@ -248,10 +248,11 @@ void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
     r->source = src;
     if (auto err = receive_error(*r, src, env, static_cast<std::size_t>(h.bytes))) {
       host_.complete(*r, err);
-      r = nullptr;
-    } else {
-      r->received = static_cast<std::size_t>(h.bytes);
+      const Refusal by = refusal_of(*r);
+      pull(src, h.addr, h.token, nullptr, &by);
+      return;
     }
+    r->received = static_cast<std::size_t>(h.bytes);
     pull(src, h.addr, h.token, r);
     return;
   }
@@ -273,7 +274,11 @@ void ShmTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
 
 // Copies an announced message straight out of the sender's memory, then
 // tells the sender (FIN) that its buffer is free again.
-void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Request* r) {
+void ShmTransport::reject(std::unique_ptr<Unexpected> u, const Refusal& by) {
+  pull(u->src, u->remote_addr, u->send_token, nullptr, &by);
+}
+
+void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Request* r, const Refusal* refused) {
   Peer& x = peer(src);
   if (r) {
     std::size_t done = 0;
@@ -310,6 +315,11 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
   shm::RecordHeader h{};
   h.type = shm::RecordType::Fin;
   h.token = token;
+  if (refused) {  // a receive refused it: the send fails too, naming that receive
+    h.reserved[0] = 1;
+    h.reserved[1] = refused->dtype;
+    h.bytes = refused->bytes;
+  }
   push_or_queue(src, h, nullptr);
 }
 
@@ -345,7 +355,7 @@ bool ShmTransport::drain(int s) {
         if (it != rts_out_.end()) {
           Request* r = it->second;
           rts_out_.erase(it);
-          host_.complete(*r);
+          host_.complete(*r, h.reserved[0] == 1 ? rejected_send(*r, Refusal{h.reserved[1], h.bytes}) : nullptr);
         }
         break;
       }

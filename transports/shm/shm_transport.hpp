@@ -53,6 +53,7 @@ class ShmTransport final : public Transport {
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
+  void reject(std::unique_ptr<Unexpected> u, const Refusal& by) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
@@ -88,7 +89,7 @@ class ShmTransport final : public Transport {
   bool held(int sender);
   void deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload);
   void deliver_rts(int src, const shm::RecordHeader& h);
-  void pull(int src, std::uint64_t addr, std::uint64_t token, Request* r);
+  void pull(int src, std::uint64_t addr, std::uint64_t token, Request* r, const Refusal* refused = nullptr);
   void push_or_queue(int peer, const shm::RecordHeader& h, Request* r);
   bool flush_pending(int peer);
   void ring_doorbell(Peer& p);

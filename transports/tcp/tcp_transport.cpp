@@ -172,7 +172,8 @@ void TcpTransport::send(Request& r) {
   c->enqueue(&r, h, 0);
 }
 
-void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes) {
+void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes,
+                            const Refusal* refused) {
   if (r) {
     r->token = next_token_++;
     rdv_in_[r->token] = r;
@@ -181,8 +182,13 @@ void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token,
     c.enqueue(r, wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, r->token), 0);
     return;
   }
-  // Dropped (the receive was too small): tell the sender not to send it.
-  c.enqueue(nullptr, wire::make_header(wire::FrameType::Cts, 0, 0, 0, send_token, 0), 0);
+  // Dropped: tell the sender not to send it, and whether a receive refused
+  // it (its send then fails too: the receive's dtype in the tag, its size
+  // in bytes) or nobody wanted it (a poisoned group's).
+  auto h = wire::make_header(wire::FrameType::Cts, 0, refused ? refused->dtype : 0, refused ? refused->bytes : 0,
+                             send_token, 0);
+  h.reserved = refused ? 1 : 0;
+  c.enqueue(nullptr, h, 0);
 }
 
 void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
@@ -204,7 +210,9 @@ void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
   if (auto err = receive_error(*r, c.peer(), env, bytes)) {
     r->source = c.peer();
     host_.complete(*r, err);
-    r = nullptr;
+    const Refusal by = refusal_of(*r);
+    send_cts(c, nullptr, h.id, bytes, &by);
+    return;
   }
   send_cts(c, r, h.id, bytes);
 }
@@ -232,13 +240,19 @@ void TcpTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
   send_cts(*c, r, u->send_token, u->bytes);
 }
 
+void TcpTransport::reject(std::unique_ptr<Unexpected> u, const Refusal& by) {
+  if (u->kind == Unexpected::Kind::Rendezvous)
+    if (Connection* c = live(u->channel)) return send_cts(*c, nullptr, u->send_token, u->bytes, &by);
+  claim(std::move(u), nullptr);
+}
+
 void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
   auto it = rts_out_.find(h.id);
   if (it == rts_out_.end()) return;  // the send was withdrawn (timeout)
   Request& r = *it->second;
   rts_out_.erase(it);
-  if (h.id2 == 0) {  // the receiver dropped it: the error is theirs to report
-    host_.complete(r);
+  if (h.id2 == 0) {  // the receiver dropped it: refused by its receive, or not wanted
+    host_.complete(r, h.reserved == 1 ? rejected_send(r, Refusal{static_cast<std::uint8_t>(h.tag), h.bytes}) : nullptr);
     return;
   }
   Connection* out = out_[static_cast<std::size_t>(r.peer)];

@@ -49,6 +49,7 @@ class TcpTransport final : public Transport, private EventSource {
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
+  void reject(std::unique_ptr<Unexpected> u, const Refusal& by) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
@@ -80,7 +81,8 @@ class TcpTransport final : public Transport, private EventSource {
   void on_rts(Connection& c, const wire::FrameHeader& h);
   void on_cts(Connection& c, const wire::FrameHeader& h);
   Request* on_data(const wire::FrameHeader& h);
-  void send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes);
+  void send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes,
+                const Refusal* refused = nullptr);
   Connection* live(std::uint64_t id) const;
   void connection_broken(Connection& c, const std::string& why);
   void connection_closed_cleanly(Connection& c);

@@ -51,6 +51,7 @@ struct VerbsTransport::Outgoing {
   Request* r = nullptr;       // Data: the send (eager or RTS, decided when posted)
   std::uint64_t token = 0;    // Fin: the sender's token
   std::uint8_t status = 0;    // Fin
+  Refusal refused;            // Fin of status kFinRejected
   std::uint32_t read_id = 0;  // Read
 };
 

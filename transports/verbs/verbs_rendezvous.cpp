@@ -46,7 +46,7 @@ void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
   r->source = c.peer;
   if (auto err = receive_error(*r, c.peer, env, bytes)) {
     host_.complete(*r, err);
-    send_fin(c, h.token, verbs::kFinDropped);
+    send_fin(c, h.token, verbs::kFinRejected, refusal_of(*r));
     return;
   }
   r->received = bytes;
@@ -69,7 +69,7 @@ void VerbsTransport::claim(std::unique_ptr<Unexpected> u, Request* r) {
           fmt::format("rank {} disconnected before its announced message could be fetched", u->src), u->src)));
     return;
   }
-  if (!r) {  // the receive failed (too small): the sender may let go
+  if (!r) {  // nobody wants it (a poisoned group's): the sender may let go
     send_fin(*c, u->send_token, verbs::kFinDropped);
     return;
   }
@@ -153,11 +153,12 @@ void VerbsTransport::on_read_done(Conn& c, std::uint32_t read_id) {
   send_fin(c, token, verbs::kFinRead);
 }
 
-void VerbsTransport::send_fin(Conn& c, std::uint64_t token, std::uint8_t status) {
+void VerbsTransport::send_fin(Conn& c, std::uint64_t token, std::uint8_t status, const Refusal& refused) {
   Outgoing o;
   o.kind = Outgoing::Kind::Fin;
   o.token = token;
   o.status = status;
+  o.refused = refused;
   enqueue(c, o);
 }
 
@@ -170,9 +171,18 @@ void VerbsTransport::on_fin(Conn& c, const MsgHeader& h) {
   Request* r = it->second.r;
   cache_->release(it->second.mr);
   rts_out_.erase(it);
-  // Dropped or read, the sender is done: a too-small receive is the
-  // receiver's error to report.
-  if (r) host_.complete(*r);
+  // Read or dropped, the sender is done; refused by its receive, it fails.
+  if (r)
+    host_.complete(*r, h.status == verbs::kFinRejected
+                           ? rejected_send(*r, Refusal{static_cast<std::uint8_t>(h.reserved), h.bytes})
+                           : nullptr);
+}
+
+void VerbsTransport::reject(std::unique_ptr<Unexpected> u, const Refusal& by) {
+  Conn* c = in_[static_cast<std::size_t>(u->src)];
+  if (u->kind == Unexpected::Kind::Rendezvous && c && c->state == Conn::State::Ready)
+    return send_fin(*c, u->send_token, verbs::kFinRejected, by);
+  claim(std::move(u), nullptr);
 }
 
 bool VerbsTransport::cancel(Request& r) {

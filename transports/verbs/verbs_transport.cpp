@@ -330,6 +330,8 @@ bool VerbsTransport::flush(Conn& c) {
         h.type = static_cast<std::uint8_t>(MsgType::Fin);
         h.status = o.status;
         h.token = o.token;
+        h.bytes = o.refused.bytes;     // a refusing receive's size and dtype
+        h.reserved = o.refused.dtype;  // (kFinRejected)
         posted = post_message(c, h, nullptr, 0);
         break;
       }

@@ -98,6 +98,7 @@ class VerbsTransport final : public Transport, private EventSource {
 
   void send(Request& r) override;
   void claim(std::unique_ptr<Unexpected> u, Request* r) override;
+  void reject(std::unique_ptr<Unexpected> u, const Refusal& by) override;
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
@@ -154,7 +155,7 @@ class VerbsTransport final : public Transport, private EventSource {
   void start_read(Conn& c, Request& r, std::uint64_t addr, std::uint32_t rkey, std::uint64_t token);
   bool post_reads(Conn& c, std::uint32_t read_id);
   void on_read_done(Conn& c, std::uint32_t read_id);
-  void send_fin(Conn& c, std::uint64_t token, std::uint8_t status);
+  void send_fin(Conn& c, std::uint64_t token, std::uint8_t status, const Refusal& refused = {});
   // Failure and teardown.
   void malformed(Conn& c, const std::string& what);
   void conn_failed(Conn& c, const std::string& why);

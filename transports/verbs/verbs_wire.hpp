@@ -9,7 +9,8 @@
 //   RTS     "ready to send" a large message of `bytes`, readable with RDMA
 //           READ at (addr, rkey) in the sender's memory; token = sender's id.
 //   FIN     the receiver is done with RTS `token` (status 0: read it; 1:
-//           dropped it, the receive failed): the sender's buffer is free.
+//           dropped it, nobody wants it; 2: the receive it matched refused
+//           it, so the send fails too): the sender's buffer is free.
 //   CREDIT  returns credits only.
 //   BYE     the sender leaves cleanly: nothing follows on this QP.
 // Every message returns `credits` receive buffers of the reverse direction
@@ -39,6 +40,7 @@ static_assert(sizeof(MsgHeader) == 48, "verbs message header must stay 48 bytes"
 
 inline constexpr std::uint8_t kFinRead = 0;
 inline constexpr std::uint8_t kFinDropped = 1;
+inline constexpr std::uint8_t kFinRejected = 2;
 
 // Data and FIN messages consume a credit; CREDIT and BYE travel in receive
 // buffers reserved for them (see eager.hpp).

@@ -20,7 +20,16 @@ std::string sized(std::uint8_t dtype, std::size_t bytes) {
 
 }  // namespace
 
-std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes) {
+std::exception_ptr receive_error(Request& r, int src, const Envelope& env, std::size_t bytes) {
+  if (env.shape != r.env.shape && env.shape != 0 && r.env.shape != 0) {
+    r.other_shape = env.shape;
+    r.received = bytes;  // the runtime compares sizes too (the count may be what differs)
+    return std::make_exception_ptr(Error(
+        ErrorCode::InvalidArgument,
+        fmt::format("rank {} sent a message of another collective call (fingerprint {:#010x}, this rank's {:#010x})",
+                    src, env.shape, r.env.shape),
+        src));
+  }
   const bool other_dtype = env.dtype != 0 && r.env.dtype != 0 && env.dtype != r.env.dtype;
   if (!other_dtype && bytes <= r.bytes) return nullptr;
   const std::string theirs = sized(env.dtype, bytes), mine = sized(r.env.dtype, r.bytes);
@@ -36,7 +45,8 @@ std::exception_ptr receive_error(const Request& r, int src, const Envelope& env,
   return std::make_exception_ptr(Error(ErrorCode::InvalidArgument, text, src));
 }
 
-std::exception_ptr rejected_send(const Request& send, const Refusal& by) {
+std::exception_ptr rejected_send(Request& send, const Refusal& by) {
+  if (by.shape != send.env.shape && by.shape != 0 && send.env.shape != 0) send.other_shape = by.shape;
   const bool other_dtype = by.dtype != 0 && send.env.dtype != 0 && by.dtype != send.env.dtype;
   return std::make_exception_ptr(Error(
       ErrorCode::InvalidArgument,

@@ -26,11 +26,16 @@ class Transport;
 // the sender's elements are (0: unsaid, else DType + 1), so that a receive of
 // another dtype fails naming both sides instead of reinterpreting the bytes
 // (receive_error in matcher.hpp). Every transport carries it in a spare byte
-// of its message header.
+// of its message header. `shape` neither: a collective's fingerprint (its
+// collective, dtype, op, count, root and algorithm, as one word the runtime
+// makes: executor.hpp, shape_of; 0 for point-to-point), carried in a spare
+// word of every header, so that a message of another call is refused, not
+// reduced.
 struct Envelope {
   std::uint32_t ctx = 0;
   std::int64_t tag = 0;
   std::uint8_t dtype = 0;
+  std::uint32_t shape = 0;
 };
 
 inline std::uint8_t wire_dtype(DType d) { return static_cast<std::uint8_t>(static_cast<unsigned>(d) + 1); }
@@ -45,6 +50,10 @@ struct Request {
   std::size_t bytes = 0;   // send size, or receive capacity
   std::size_t received = 0;  // bytes that arrived (receives)
   int source = -1;         // global rank a receive matched
+  // The other side's call fingerprint when it differed from env.shape (a
+  // receive refused a message of another call, or a send was refused for
+  // it): the runtime names both calls from it.
+  std::uint32_t other_shape = 0;
 
   std::atomic<bool> done{false};
   std::exception_ptr error;
@@ -75,6 +84,7 @@ struct Request {
     buf = nullptr;
     bytes = received = 0;
     source = -1;
+    other_shape = 0;
     done.store(false, std::memory_order_relaxed);
     error = nullptr;
     prev = next = nullptr;
@@ -109,10 +119,12 @@ struct Unexpected {
 };
 
 // Whether message `env` of `bytes` from `src` may land in receive r: null if
-// so, else the receive's error: a buffer smaller than the message, or a
-// dtype other than the sender's (the message is then consumed and dropped;
-// the sender is not told). The text names both sides' dtype and size.
-std::exception_ptr receive_error(const Request& r, int src, const Envelope& env, std::size_t bytes);
+// so, else the receive's error: a message of another collective call (its
+// fingerprint differs: r.other_shape keeps it), a buffer smaller than the
+// message, or a dtype other than the sender's (the message is then dropped;
+// an announced one's sender is told: Refusal). The text names both sides'
+// dtype and size.
+std::exception_ptr receive_error(Request& r, int src, const Envelope& env, std::size_t bytes);
 
 // What the receive that refused a message tells its sender (where the
 // message was still the sender's: announced, not yet sent): its dtype (wire
@@ -120,9 +132,11 @@ std::exception_ptr receive_error(const Request& r, int src, const Envelope& env,
 struct Refusal {
   std::uint8_t dtype = 0;
   std::uint64_t bytes = 0;
+  std::uint32_t shape = 0;  // its call's fingerprint
 };
-inline Refusal refusal_of(const Request& r) { return {r.env.dtype, r.bytes}; }
-// The error of a send that receive `by` refused.
-std::exception_ptr rejected_send(const Request& send, const Refusal& by);
+inline Refusal refusal_of(const Request& r) { return {r.env.dtype, r.bytes, r.env.shape}; }
+// The error of a send that receive `by` refused (send.other_shape keeps the
+// receive's fingerprint when it differs).
+std::exception_ptr rejected_send(Request& send, const Refusal& by);
 
 }  // namespace braid

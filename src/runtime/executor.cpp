@@ -7,14 +7,63 @@
 #include "src/common/errors.hpp"
 #include "src/common/per_thread.hpp"
 #include "src/reduce/cpu_reduce.hpp"
+#include "src/runtime/peers.hpp"
 
 namespace braid {
 
 namespace {
 
 // How often a message plan on one host looks at its peers' windows while it
-// waits (run()).
+// waits (run()), and how often any looks in the store for a peer that gave
+// up on the call.
 constexpr auto kPeerLook = std::chrono::milliseconds(100);
+constexpr auto kStoreLook = std::chrono::milliseconds(1000);
+constexpr auto kFirstStoreLook = std::chrono::milliseconds(50);  // then 4x longer each time, up to kStoreLook
+
+// A rank that gives up on a message plan's call (another call's message, a
+// timeout) says why in the store, first writer wins, so that a peer waiting
+// on it learns it within about a second instead of waiting out its timeout
+// (across hosts there is no window to mark: the one-sided runner's way).
+// Value: "<code> <rank named> <rank that gave up> <text>".
+std::string gave_up_key(const ExecCall& c) { return fmt::format("gaveup/{}/{}", c.group->id, c.seq); }
+
+void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why) {
+  try {
+    std::rethrow_exception(why);
+  } catch (const Error& x) {
+    if (x.code() != ErrorCode::InvalidArgument && x.code() != ErrorCode::Timeout) return;
+    try {
+      e.store().compare_set(gave_up_key(c), {}, store::to_bytes(fmt::format(
+          "{} {} {} {}", static_cast<int>(x.code()), x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what())));
+    } catch (const Error&) {  // the store is gone: the failure log tells the rest
+    }
+  } catch (...) {
+  }
+}
+
+// A peer's record of giving up on this call, checked (anyone who reaches the
+// store could have written it).
+std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
+  const auto v = e.store().try_get(gave_up_key(c));
+  if (!v) return std::nullopt;
+  const std::string s = store::to_string(*v);
+  std::size_t at = 0;
+  std::uint64_t f[3] = {};
+  for (auto& x : f) {
+    const auto sp = s.find(' ', at);
+    const auto d = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(at, sp - at), 9);
+    if (!d) return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
+    x = *d;
+    at = sp + 1;
+  }
+  const auto world = static_cast<std::uint64_t>(e.world_size());
+  if (f[1] >= world || f[2] >= world || (f[0] != static_cast<int>(ErrorCode::InvalidArgument) &&
+                                         f[0] != static_cast<int>(ErrorCode::Timeout)))
+    return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
+  const int about = f[1] == static_cast<std::uint64_t>(e.rank()) ? static_cast<int>(f[2]) : static_cast<int>(f[1]);
+  return Error(static_cast<ErrorCode>(f[0]),
+               fmt::format("{}: rank {} gave up on this call: {}", c.what, f[2], s.substr(at, 400)), about);
+}
 
 // Where each of this rank's messages starts in its pair's fast box: the
 // messages from a sender to a receiver lie in slot order, each from a line
@@ -132,6 +181,16 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
   c->fastbox = fastbox && plan::fits_fastbox(*c->plan) && lay_out_boxes(*c->plan, rank, &c->box_line);
   if (c->fastbox) c->order = straight_order(*c->plan, rank);
   c->shape = call_shape(c->plan->args, c->plan->algorithm);
+  // Uneven all-to-all: each rank's count and algorithm are its own (its
+  // choice follows its own bytes; pairwise and direct plans exchange the same
+  // messages), so its messages carry what all share.
+  if (c->plan->args.coll == plan::Collective::AllToAll && !c->plan->args.splits.empty()) {
+    plan::PlanArgs shared = c->plan->args;
+    shared.count = 0;
+    c->message_shape = call_shape(shared, "");
+  } else {
+    c->message_shape = c->shape;
+  }
   for (std::size_t i = 0; i < n; ++i) c->next_begin[i + 1] += c->next_begin[i];
   c->next.resize(static_cast<std::size_t>(c->next_begin[n]));
   std::vector<std::int32_t> fill(c->next_begin.begin(), c->next_begin.end() - 1);
@@ -210,6 +269,9 @@ struct Runner {
   onesided::Window* window = nullptr;            // one host: the group's (look_at_peers)
   std::vector<std::int32_t>& inflight;     // step indices
   std::vector<Request*>& inflight_reqs;    // same order
+  const std::uint32_t shape = message_shape_of(call);  // every message of the call carries it
+  Clock::duration store_look = kFirstStoreLook;
+  Clock::time_point next_store_look = Clock::now() + kFirstStoreLook;
 
   static char* buffer(std::vector<char>& keep, std::unique_ptr<char[]>& big, std::size_t bytes) {
     if (bytes == 0) return nullptr;
@@ -258,7 +320,7 @@ struct Runner {
     switch (s.kind) {
       case plan::StepKind::Send:
         r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
-        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype)};
+        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype), shape};
         r.buf = ptr(s.src);
         r.bytes = bytes(s.src);
         r.timeout = call.timeout;
@@ -267,7 +329,7 @@ struct Runner {
       case plan::StepKind::Recv:
       case plan::StepKind::RecvReduce:
         r.peer = call.group->ranks[static_cast<std::size_t>(s.peer)];
-        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype)};
+        r.env = Envelope{coll_ctx(*call.group), tag, wire_dtype(call.dtype), shape};
         r.buf = s.kind == plan::StepKind::Recv
                     ? ptr(s.dst)
                     : stage + static_cast<std::size_t>(call.plan->stage_offset[static_cast<std::size_t>(i)]) * elem;
@@ -302,21 +364,28 @@ struct Runner {
     try {
       e.rethrow(r);
     } catch (const Error& x) {
+      // A message of another call, or a send refused for one: name both.
+      if (r.other_shape && !(s.kind != plan::StepKind::Send && same_call_kind(call, r.other_shape) && r.received != r.bytes))
+        throw other_arguments(call, s.kind == plan::StepKind::Send ? r.peer : r.source, r.other_shape);
+      if (r.other_shape) throw count_mismatch(r);  // the sizes say more than the fingerprint
       // A receive that refused its message (receive_error), or a send that
       // a peer's receive refused: say which op.
       if (x.code() != ErrorCode::InvalidArgument) throw;
       throw Error(x.code(), fmt::format("{}: {}", call.what, x.what()), x.peer());
     }
-    if (s.kind != plan::StepKind::Send && r.received != r.bytes)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: rank {} sent {}[{}] ({} bytes) where this rank expected {}[{}]: every rank must "
-                              "pass the same counts, dtype and root",
-                              call.what, r.source, dtype_name(call.dtype), r.received / elem, r.received,
-                              dtype_name(call.dtype), r.bytes / elem),
-                  r.source);
+    if (s.kind != plan::StepKind::Send && r.received != r.bytes) throw count_mismatch(r);
     if (s.kind == plan::StepKind::RecvReduce)
       reduction::reduce_into(ptr(s.dst), r.buf, s.dst.count, call.dtype, call.op);
     finish(i);
+  }
+
+  Error count_mismatch(const Request& r) const {
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: rank {} sent {}[{}] ({} bytes) where this rank expected {}[{}]: every rank must "
+                             "pass the same counts, dtype and root",
+                             call.what, r.source, dtype_name(call.dtype), r.received / elem, r.received,
+                             dtype_name(call.dtype), r.bytes / elem),
+                 r.source);
   }
 
   void abandon(std::exception_ptr why) {
@@ -345,11 +414,16 @@ struct Runner {
       // them: a peer that runs this call through shared memory (it passed
       // other counts) or gave up on it would otherwise be waited on until
       // the deadline.
-      const Deadline until = window ? Deadline{std::min(call.deadline.at, Clock::now() + kPeerLook)} : call.deadline;
+      const Deadline until{std::min({call.deadline.at, Clock::now() + kPeerLook, next_store_look})};
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
-        if (window && !call.deadline.expired()) {
-          look_at_peers();
+        if (!call.deadline.expired()) {
+          if (window) look_at_peers();
+          if (Clock::now() >= next_store_look) {
+            store_look = std::min<Clock::duration>(store_look * 4, kStoreLook);
+            next_store_look = Clock::now() + store_look;
+            if (auto gave_up = read_gave_up(e, call)) throw *gave_up;
+          }
           continue;
         }
         std::vector<int> peers;
@@ -375,6 +449,13 @@ struct Runner {
         inflight_reqs.pop_back();
         try {
           complete(i);
+        } catch (const Error& x) {
+          abandon(std::current_exception());
+          // A peer that gave up on this call (and may have exited since)
+          // knows why better than its disconnection does.
+          if (x.code() == ErrorCode::PeerFailure)
+            if (auto gave_up = read_gave_up(e, call)) throw *gave_up;
+          throw;
         } catch (...) {
           abandon(std::current_exception());
           throw;
@@ -385,6 +466,39 @@ struct Runner {
 };
 
 }  // namespace
+
+bool same_call_kind(const ExecCall& call, std::uint32_t theirs) { return (theirs & 0xfff) == (shape_of(call) & 0xfff); }
+
+Error other_arguments(const ExecCall& call, int who, std::uint32_t theirs) {
+  const std::uint32_t mine = shape_of(call);
+  const unsigned their_dtype = theirs & 0xf, their_op = (theirs >> 4) & 0xf, their_coll = (theirs >> 8) & 0xf;
+  const plan::Collective coll = call.plan->plan->args.coll;
+  if (their_coll != ((mine >> 8) & 0xf) && their_coll >= 1 && their_coll <= plan::kNumCollectives)
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: rank {} is in {} where this rank is in {} (call {} on this group): every rank "
+                             "must make the same collective calls in the same order",
+                             call.what, who, plan::collective_name(static_cast<plan::Collective>(their_coll - 1)),
+                             plan::collective_name(coll), call.seq + call.ticket),
+                 who);
+  if (their_dtype != (mine & 0xf) && their_dtype >= 1 && their_dtype <= kNumDTypes)
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: rank {} passed {} where this rank passed {}[{}]: every rank must pass the same "
+                             "dtype and counts", call.what, who, dtype_name(static_cast<DType>(their_dtype - 1)),
+                             dtype_name(call.dtype), call.plan->plan->args.count),
+                 who);
+  if (their_op != ((mine >> 4) & 0xf) && their_op >= 1 && their_op <= 8)
+    return Error(ErrorCode::InvalidArgument,
+                 fmt::format("{}: rank {} passed ReduceOp {} where this rank passed {}: every rank must pass the "
+                             "same op", call.what, who, reduce_op_name(static_cast<ReduceOp>(their_op - 1)),
+                             reduce_op_name(call.op)),
+                 who);
+  return Error(ErrorCode::InvalidArgument,
+               fmt::format("{}: rank {} runs this call with other arguments than this rank ({}[{}], root {} or "
+                           "algorithm {}): every rank must pass the same counts, dtype and root",
+                           call.what, who, dtype_name(call.dtype), call.plan->plan->args.count,
+                           call.plan->plan->args.root, call.plan->plan->algorithm),
+               who);
+}
 
 Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window) {
   const char* window = "through shared memory";
@@ -430,6 +544,7 @@ void execute(Engine& engine, const ExecCall& call) {
   } catch (...) {
     // Nothing of ours may stay posted: the requests die with the runner.
     r.abandon(std::current_exception());
+    publish_gave_up(engine, call, std::current_exception());
     throw;
   }
 }

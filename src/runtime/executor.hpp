@@ -58,6 +58,9 @@ struct CompiledPlan {
   // one-sided runner runs carry it in their buffer descriptors and fast-box
   // flags, so a rank that passed other arguments is named, not read.
   std::uint32_t shape = 1;
+  // What the call's messages carry (Envelope::shape): `shape`, except where
+  // ranks' plans legitimately differ (uneven all-to-all).
+  std::uint32_t message_shape = 1;
   const plan::RankPlan& steps() const { return plan->ranks[static_cast<std::size_t>(rank)]; }
   // Run by the one-sided runner (one_sided.cpp), in the group's turn order.
   bool runs_one_sided() const { return plan->one_sided || fastbox; }
@@ -153,16 +156,27 @@ struct ExecCall {
   void* stream = nullptr;
 };
 
-// What a peer must run alike for this call, as one word published with its
-// buffers, fast-box flags and Ledger::doing: the plan's shape (24 bits of
-// it) over this call's reduce op and dtype (4 bits each, + 1), which
+// The call's fingerprint: what a peer must run alike, as one word carried
+// by every message of the call (Envelope::shape) and published with its
+// buffers, fast-box flags and Ledger::doing: the plan's shape (20 bits of
+// it: collective, group size, count, element size, root, algorithm) over
+// the collective, the reduce op and the dtype (4 bits each, + 1), which
 // plans shared between dtypes of one size do not include. A fast-box flag
 // word keeps its low 17 bits, the low byte whole, so a peer's dtype and op
-// can be read back from any of them (other_arguments in one_sided.cpp).
+// can be read back from any of them (other_arguments).
 inline std::uint32_t shape_of(const ExecCall& c) {
-  return (c.plan->shape << 8) | ((static_cast<std::uint32_t>(c.op) + 1) << 4) |
-         (static_cast<std::uint32_t>(c.dtype) + 1);
+  return (c.plan->shape << 12) | ((static_cast<std::uint32_t>(c.plan->plan->args.coll) + 1) << 8) |
+         ((static_cast<std::uint32_t>(c.op) + 1) << 4) | (static_cast<std::uint32_t>(c.dtype) + 1);
 }
+inline std::uint32_t message_shape_of(const ExecCall& c) {
+  return (c.plan->message_shape << 12) | (shape_of(c) & 0xfff);
+}
+// Whether a peer's fingerprint has this call's collective, op and dtype.
+bool same_call_kind(const ExecCall& call, std::uint32_t theirs);
+// The error for peer `who` (a global rank) whose call has fingerprint
+// `theirs` where this rank runs `call`: names what differs where the word
+// tells (collective, dtype, op), else says counts, root or algorithm.
+Error other_arguments(const ExecCall& call, int who, std::uint32_t theirs);
 
 // Runs the plan to completion on the calling thread; throws braid::Error on
 // timeout or failure (after withdrawing whatever it still had in flight).

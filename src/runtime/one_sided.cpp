@@ -574,28 +574,9 @@ struct OneSidedRunner {
   }
 
   // The peer runs this call with another shape (CompiledPlan::shape).
-  // `theirs`: the peer's shape_of word (or its low byte and more).
+  // `theirs`: the peer's shape_of word (or its low bits).
   Error other_arguments(int peer, std::uint32_t theirs) const {
-    const std::uint32_t mine = shape_of(call);
-    const unsigned their_dtype = theirs & 0xf, their_op = (theirs >> 4) & 0xf;
-    const int who = w.world_rank(peer);
-    if (their_dtype != (mine & 0xf) && their_dtype >= 1 && their_dtype <= kNumDTypes)
-      return Error(ErrorCode::InvalidArgument,
-                   fmt::format("{}: rank {} passed {} where this rank passed {}[{}]: every rank must pass the same "
-                               "dtype and counts", call.what, who, dtype_name(static_cast<DType>(their_dtype - 1)),
-                               dtype_name(call.dtype), call.plan->plan->args.count),
-                   who);
-    if (their_op != ((mine >> 4) & 0xf) && their_op >= 1 && their_op <= 8)
-      return Error(ErrorCode::InvalidArgument,
-                   fmt::format("{}: rank {} passed ReduceOp {} where this rank passed {}: every rank must pass the "
-                               "same op", call.what, who, reduce_op_name(static_cast<ReduceOp>(their_op - 1)),
-                               reduce_op_name(call.op)),
-                   who);
-    return Error(ErrorCode::InvalidArgument,
-                 fmt::format("{}: rank {} runs this call with other arguments than this rank ({}[{}], root or "
-                             "algorithm): every rank must pass the same counts, dtype and root",
-                             call.what, who, dtype_name(call.dtype), call.plan->plan->args.count),
-                 who);
+    return braid::other_arguments(call, w.world_rank(peer), theirs);
   }
 
   // A peer marked its window failed (executor.hpp, peer_gave_up).

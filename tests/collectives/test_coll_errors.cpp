@@ -216,3 +216,33 @@ TEST_CASE("a timeout names each rank it waited for once", "[collectives][errors]
   CHECK(braid::rank_list({3, 1, 3, 0}) == "0, 1, 3");
   CHECK(braid::rank_list({}).empty());
 }
+
+// The seed document's other mistake: rank 0 in all_reduce while the others
+// are in broadcast, at the same byte size. Every message carries its call's
+// fingerprint, so the wrong call's data is refused, never reduced or kept,
+// and every rank's error names a differing rank and both collectives.
+TEST_CASE("ranks in different collectives get errors naming both", "[collectives][errors]") {
+  for (int n : {2, 3}) {
+    for (std::size_t count : {std::size_t{4}, std::size_t{1} << 16}) {
+      auto res = run_ranks(n, [&](int rank, int) {
+        init_env();
+        std::vector<float> v(count, static_cast<float>(rank + 1));
+        const auto t0 = std::chrono::steady_clock::now();
+        auto e = expect_error([&] {
+          const braid::OpOptions o{.timeout = std::chrono::seconds(30)};
+          if (rank == 0) braid::all_reduce(braid::tensor(v), ReduceOp::Sum, o);
+          else braid::broadcast(braid::tensor(v), 0, o);
+        }, ErrorCode::InvalidArgument, "");
+        const std::string what = e.what();
+        RANK_CHECK_MSG(what.find("allreduce") != std::string::npos && what.find("broadcast") != std::string::npos, what);
+        RANK_CHECK_MSG(e.peer() >= 0 && e.peer() != rank, what);
+        RANK_CHECK_MSG(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10), what);
+        // Nothing of the wrong call landed in a non-root's buffer.
+        if (rank != 0) RANK_CHECK(v[0] == static_cast<float>(rank + 1) || v[0] == 1.0f);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the peers meet the mismatch, not our exit
+      });
+      INFO(n << " ranks, count " << count << ": " << describe(res));
+      REQUIRE(all_ok(res));
+    }
+  }
+}

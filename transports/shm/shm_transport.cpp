@@ -225,6 +225,7 @@ void ShmTransport::send(Request& r) {
   h.ctx = r.env.ctx;
   h.tag = r.env.tag;
   h.reserved[0] = r.env.dtype;
+  h.reserved2 = r.env.shape;
   h.bytes = r.bytes;
   if (r.bytes <= eager_limit_) {
     h.type = shm::RecordType::Eager;
@@ -239,11 +240,11 @@ void ShmTransport::send(Request& r) {
 }
 
 void ShmTransport::deliver_eager(int src, const shm::RecordHeader& h, const std::uint8_t* payload) {
-  host_.deliver_arrived(src, Envelope{h.ctx, h.tag, h.reserved[0]}, payload, static_cast<std::size_t>(h.bytes), this);
+  host_.deliver_arrived(src, Envelope{h.ctx, h.tag, h.reserved[0], h.reserved2}, payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 void ShmTransport::deliver_rts(int src, const shm::RecordHeader& h) {
-  const Envelope env{h.ctx, h.tag, h.reserved[0]};
+  const Envelope env{h.ctx, h.tag, h.reserved[0], h.reserved2};
   if (Request* r = host_.take_posted(src, env)) {
     r->source = src;
     if (auto err = receive_error(*r, src, env, static_cast<std::size_t>(h.bytes))) {
@@ -319,6 +320,7 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
     h.reserved[0] = 1;
     h.reserved[1] = refused->dtype;
     h.bytes = refused->bytes;
+    h.ctx = refused->shape;
   }
   push_or_queue(src, h, nullptr);
 }
@@ -355,7 +357,7 @@ bool ShmTransport::drain(int s) {
         if (it != rts_out_.end()) {
           Request* r = it->second;
           rts_out_.erase(it);
-          host_.complete(*r, h.reserved[0] == 1 ? rejected_send(*r, Refusal{h.reserved[1], h.bytes}) : nullptr);
+          host_.complete(*r, h.reserved[0] == 1 ? rejected_send(*r, Refusal{h.reserved[1], h.bytes, h.ctx}) : nullptr);
         }
         break;
       }

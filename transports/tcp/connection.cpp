@@ -281,7 +281,7 @@ void Connection::handle_header() {
         broken(fmt::format("sent an eager frame of {} bytes (limit {})", h.bytes, kMaxEagerPayload));
         return;
       }
-      const Envelope env{h.ctx, h.tag, h.reserved};
+      const Envelope env{h.ctx, h.tag, h.reserved, h.reserved2};
       const auto bytes = static_cast<std::size_t>(h.bytes);
       Request* r = t_.host().take_posted(peer_, env);
       remaining_ = bytes;

@@ -162,6 +162,7 @@ void TcpTransport::send(Request& r) {
   if (r.bytes <= eager_limit_) {
     auto h = wire::make_header(wire::FrameType::Eager, r.env.ctx, r.env.tag, r.bytes);
     h.reserved = r.env.dtype;
+    h.reserved2 = r.env.shape;
     c->enqueue(&r, h, r.bytes);
     return;
   }
@@ -169,6 +170,7 @@ void TcpTransport::send(Request& r) {
   rts_out_[r.token] = &r;
   auto h = wire::make_header(wire::FrameType::Rts, r.env.ctx, r.env.tag, r.bytes, r.token);
   h.reserved = r.env.dtype;
+  h.reserved2 = r.env.shape;
   c->enqueue(&r, h, 0);
 }
 
@@ -185,14 +187,14 @@ void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token,
   // Dropped: tell the sender not to send it, and whether a receive refused
   // it (its send then fails too: the receive's dtype in the tag, its size
   // in bytes) or nobody wanted it (a poisoned group's).
-  auto h = wire::make_header(wire::FrameType::Cts, 0, refused ? refused->dtype : 0, refused ? refused->bytes : 0,
-                             send_token, 0);
+  auto h = wire::make_header(wire::FrameType::Cts, refused ? refused->shape : 0, refused ? refused->dtype : 0,
+                             refused ? refused->bytes : 0, send_token, 0);
   h.reserved = refused ? 1 : 0;
   c.enqueue(nullptr, h, 0);
 }
 
 void TcpTransport::on_rts(Connection& c, const wire::FrameHeader& h) {
-  const Envelope env{h.ctx, h.tag, h.reserved};
+  const Envelope env{h.ctx, h.tag, h.reserved, h.reserved2};
   const auto bytes = static_cast<std::size_t>(h.bytes);
   Request* r = host_.take_posted(c.peer(), env);
   if (!r) {
@@ -252,7 +254,7 @@ void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
   Request& r = *it->second;
   rts_out_.erase(it);
   if (h.id2 == 0) {  // the receiver dropped it: refused by its receive, or not wanted
-    host_.complete(r, h.reserved == 1 ? rejected_send(r, Refusal{static_cast<std::uint8_t>(h.tag), h.bytes}) : nullptr);
+    host_.complete(r, h.reserved == 1 ? rejected_send(r, Refusal{static_cast<std::uint8_t>(h.tag), h.bytes, h.ctx}) : nullptr);
     return;
   }
   Connection* out = out_[static_cast<std::size_t>(r.peer)];

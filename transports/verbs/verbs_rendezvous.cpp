@@ -27,7 +27,7 @@ using verbs::MsgHeader;
 using verbs::WrKind;
 
 void VerbsTransport::on_rts(Conn& c, const MsgHeader& h) {
-  const Envelope env{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)};
+  const Envelope env = verbs::envelope_of(h);
   const auto bytes = static_cast<std::size_t>(h.bytes);
   Request* r = host_.take_posted(c.peer, env);
   if (!r) {
@@ -174,7 +174,7 @@ void VerbsTransport::on_fin(Conn& c, const MsgHeader& h) {
   // Read or dropped, the sender is done; refused by its receive, it fails.
   if (r)
     host_.complete(*r, h.status == verbs::kFinRejected
-                           ? rejected_send(*r, Refusal{static_cast<std::uint8_t>(h.reserved), h.bytes})
+                           ? rejected_send(*r, Refusal{static_cast<std::uint8_t>(h.reserved), h.bytes, h.ctx})
                            : nullptr);
 }
 

@@ -222,7 +222,7 @@ void VerbsTransport::on_message(Conn& c, std::uint32_t index, std::uint32_t len)
 }
 
 void VerbsTransport::deliver_eager(Conn& c, const MsgHeader& h, const std::uint8_t* payload) {
-  host_.deliver_arrived(c.peer, Envelope{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved)}, payload, static_cast<std::size_t>(h.bytes), this);
+  host_.deliver_arrived(c.peer, verbs::envelope_of(h), payload, static_cast<std::size_t>(h.bytes), this);
 }
 
 // --- sending -----------------------------------------------------------------
@@ -275,9 +275,7 @@ bool VerbsTransport::post_message(Conn& c, MsgHeader h, const void* payload, std
 
 bool VerbsTransport::post_data(Conn& c, Request& r) {
   MsgHeader h{};
-  h.ctx = r.env.ctx;
-  h.tag = r.env.tag;
-  h.reserved = r.env.dtype;
+  verbs::put_envelope(h, r.env);
   h.bytes = r.bytes;
   if (r.bytes <= c.eager_limit) {
     h.type = static_cast<std::uint8_t>(MsgType::Eager);
@@ -330,8 +328,9 @@ bool VerbsTransport::flush(Conn& c) {
         h.type = static_cast<std::uint8_t>(MsgType::Fin);
         h.status = o.status;
         h.token = o.token;
-        h.bytes = o.refused.bytes;     // a refusing receive's size and dtype
-        h.reserved = o.refused.dtype;  // (kFinRejected)
+        h.bytes = o.refused.bytes;     // a refusing receive's size, dtype and
+        h.reserved = o.refused.dtype;  // call fingerprint (kFinRejected)
+        h.ctx = o.refused.shape;
         posted = post_message(c, h, nullptr, 0);
         break;
       }

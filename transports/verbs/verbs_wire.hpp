@@ -20,6 +20,8 @@
 
 #include <cstdint>
 
+#include "transports/message.hpp"
+
 namespace braid::verbs {
 
 enum class MsgType : std::uint8_t { Eager = 1, Rts, Fin, Credit, Bye };
@@ -41,6 +43,20 @@ static_assert(sizeof(MsgHeader) == 48, "verbs message header must stay 48 bytes"
 inline constexpr std::uint8_t kFinRead = 0;
 inline constexpr std::uint8_t kFinDropped = 1;
 inline constexpr std::uint8_t kFinRejected = 2;
+
+// EAGER and RTS carry the sender's dtype in `reserved`'s low byte and its
+// call's fingerprint (Envelope::shape) in the rest of `reserved` and in
+// `status`, which only FIN uses otherwise.
+inline void put_envelope(MsgHeader& h, const Envelope& env) {
+  h.ctx = env.ctx;
+  h.tag = env.tag;
+  h.reserved = env.dtype | (env.shape << 8);
+  h.status = static_cast<std::uint8_t>(env.shape >> 24);
+}
+inline Envelope envelope_of(const MsgHeader& h) {
+  return Envelope{h.ctx, h.tag, static_cast<std::uint8_t>(h.reserved & 0xff),
+                  (h.reserved >> 8) | (static_cast<std::uint32_t>(h.status) << 24)};
+}
 
 // Data and FIN messages consume a credit; CREDIT and BYE travel in receive
 // buffers reserved for them (see eager.hpp).

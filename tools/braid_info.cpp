@@ -1,12 +1,19 @@
-// braid-info: what this build of Braid contains and what it sees here.
+// braid-info: what this build of Braid contains and what it sees here, or
+// where the ranks of a live job are.
 //
 //   braid-info
+//   braid-info --job HOST:PORT [--group-name NAME]
 //
 // Prints the build configuration, the transports compiled in, the RDMA
 // devices and ports (state, MTU, GIDs with their RoCE type, and which port
 // and GID Braid would use), the CUDA devices, the algorithms of every
 // collective, and the environment variables Braid reads with their values.
 // Exits 0; problems found (a malformed BRAID_IB_HCA, no driver) are printed.
+//
+// With --job it reads a running job's store instead (with the job's secret
+// from BRAID_JOB_TOKEN or BRAID_JOB_TOKEN_FILE where it has one) and prints
+// each rank's process and host, the job's failure log, and where each rank
+// is on the default group (src/runtime/positions.hpp).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -18,6 +25,9 @@
 #include "braid/version.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "algorithms/registry.hpp"
+#include "src/runtime/peers.hpp"
+#include "src/runtime/positions.hpp"
+#include "src/store/store.hpp"
 #if BRAID_HAVE_VERBS
 #include "transports/verbs/device.hpp"
 #endif
@@ -134,15 +144,69 @@ void print_environment() {
   }
 }
 
+// A live job: its ranks, failures and positions, from its store.
+int print_job(const std::string& where, const std::string& group_name) {
+  const auto colon = where.rfind(':');
+  const auto port = colon == std::string::npos ? std::nullopt : braid::decimal(std::string_view(where).substr(colon + 1), 5);
+  if (!port || *port < 1 || *port > 65535) {
+    std::fprintf(stderr, "braid-info: --job wants HOST:PORT (the job's MASTER_ADDR:MASTER_PORT), got '%s'\n", where.c_str());
+    return 2;
+  }
+  try {
+    auto base = std::make_shared<braid::store::TcpStore>(where.substr(0, colon), static_cast<int>(*port),
+                                                         std::chrono::seconds(5));
+    braid::store::PrefixStore st("braid/" + group_name, base);
+    const auto job = braid::parse_job_record(braid::store::to_string(st.get("job", std::chrono::seconds(5))));
+    fmt::print("Job at {} (group name '{}'): {} ranks, job id {}\n", where, group_name, job.world_size, job.id);
+    const auto failures = st.add("failures", 0);
+    std::string log;
+    for (std::int64_t seq = 1; seq <= failures; ++seq)
+      if (auto v = st.try_get(fmt::format("failures/{}", seq)))
+        if (auto r = braid::abort_rank(braid::store::to_string(*v), job.world_size)) log += fmt::format(" rank {}", *r);
+    fmt::print("Failure log (first first):{}\n", log.empty() ? " empty" : log);
+    section("Ranks");
+    std::vector<int> ranks;
+    for (int r = 0; r < job.world_size; ++r) {
+      ranks.push_back(r);
+      std::string proc = "has not joined";
+      if (auto v = st.try_get(fmt::format("host/{}", r))) {
+        const auto rec = braid::read_peer_record(st, r, std::chrono::seconds(1));
+        proc = fmt::format("pid {} on host {}", rec.pid, rec.host);
+      }
+      fmt::print("  rank {:<4} {}\n", r, proc);
+    }
+    int behind = -1;
+    const std::string pos = braid::describe_positions(braid::read_positions(st, 0, ranks), &behind);
+    fmt::print("\nWhere each rank is on the default group (calls that waited 50 ms or more):\n  {}\n", pos);
+    if (behind >= 0) fmt::print("  Behind the others: rank {}\n", behind);
+    return 0;
+  } catch (const braid::Error& e) {
+    std::fprintf(stderr, "braid-info: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "--job") {
+    std::string name = "default";
+    if (argc == 5 && std::string(argv[3]) == "--group-name") name = argv[4];
+    else if (argc != 3) {
+      std::fprintf(stderr, "usage: braid-info --job HOST:PORT [--group-name NAME]\n");
+      return 2;
+    }
+    return print_job(argv[2], name);
+  }
   if (argc > 1) {
     const std::string a = argv[1];
     constexpr const char* kUsage =
-        "usage: braid-info\n"
+        "usage: braid-info [--job HOST:PORT [--group-name NAME]]\n"
         "Prints what this Braid was built with and what it finds here: transports, RDMA devices,\n"
         "CUDA devices, the algorithms, and the environment variables Braid reads.\n"
+        "  --job HOST:PORT     a live job instead (its MASTER_ADDR:MASTER_PORT; its secret from\n"
+        "                      BRAID_JOB_TOKEN): each rank's process, the failure log, and where\n"
+        "                      each rank is on the default group\n"
         "  -h, --help          show this help\n"
         "  --version           show braid-info's version\n";
     if (a == "-h" || a == "--help") {

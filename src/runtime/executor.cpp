@@ -8,6 +8,7 @@
 #include "src/common/per_thread.hpp"
 #include "src/reduce/cpu_reduce.hpp"
 #include "src/runtime/peers.hpp"
+#include "src/runtime/positions.hpp"
 
 namespace braid {
 
@@ -25,6 +26,16 @@ constexpr auto kFirstStoreLook = std::chrono::milliseconds(50);  // then 4x long
 // on it learns it within about a second instead of waiting out its timeout
 // (across hosts there is no window to mark: the one-sided runner's way).
 // Value: "<code> <rank named> <rank that gave up> <text>".
+// A peer's timeout relayed: its text without its view of the positions
+// (cut short on the way), with this rank's, which names the rank behind.
+std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, int* about) {
+  if (const auto at = why.find(" (where each rank is:"); at != std::string::npos) why.resize(at);
+  int behind = -1;
+  why += diagnose(e, c, &behind);
+  if (behind >= 0) *about = behind;
+  return why;
+}
+
 std::string gave_up_key(const ExecCall& c) { return fmt::format("gaveup/{}/{}", c.group->id, c.seq); }
 
 void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why) {
@@ -60,9 +71,11 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
   if (f[1] >= world || f[2] >= world || (f[0] != static_cast<int>(ErrorCode::InvalidArgument) &&
                                          f[0] != static_cast<int>(ErrorCode::Timeout)))
     return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
-  const int about = f[1] == static_cast<std::uint64_t>(e.rank()) ? static_cast<int>(f[2]) : static_cast<int>(f[1]);
-  return Error(static_cast<ErrorCode>(f[0]),
-               fmt::format("{}: rank {} gave up on this call: {}", c.what, f[2], s.substr(at, 400)), about);
+  int about = f[1] == static_cast<std::uint64_t>(e.rank()) ? static_cast<int>(f[2]) : static_cast<int>(f[1]);
+  std::string why = s.substr(at, 400);
+  if (f[0] == static_cast<int>(ErrorCode::Timeout)) why = with_own_diagnosis(e, c, why, &about);
+  return Error(static_cast<ErrorCode>(f[0]), fmt::format("{}: rank {} gave up on this call: {}", c.what, f[2], why),
+               about);
 }
 
 // Where each of this rank's messages starts in its pair's fast box: the
@@ -270,6 +283,7 @@ struct Runner {
   std::vector<std::int32_t>& inflight;     // step indices
   std::vector<Request*>& inflight_reqs;    // same order
   const std::uint32_t shape = message_shape_of(call);  // every message of the call carries it
+  PositionPublisher position{call};  // hang diagnosis (positions.hpp)
   Clock::duration store_look = kFirstStoreLook;
   Clock::time_point next_store_look = Clock::now() + kFirstStoreLook;
 
@@ -418,6 +432,7 @@ struct Runner {
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
         if (!call.deadline.expired()) {
+          position.maybe(e);
           if (window) look_at_peers();
           if (Clock::now() >= next_store_look) {
             store_look = std::min<Clock::duration>(store_look * 4, kStoreLook);
@@ -429,11 +444,13 @@ struct Runner {
         std::vector<int> peers;
         for (Request* r : inflight_reqs)
           if (!r->done.load()) peers.push_back(r->peer);
+        int behind = -1;
+        const std::string where = diagnose(e, call, &behind);
         auto err = std::make_exception_ptr(Error(
             ErrorCode::Timeout,
-            fmt::format("{} timed out after {} ms waiting for rank(s) {}", call.what,
-                        call.timeout.count(), rank_list(peers)),
-            inflight_reqs.empty() ? -1 : inflight_reqs[0]->peer));
+            fmt::format("{} #{} timed out after {} ms waiting for rank(s) {}{}", call.what, call_number(call),
+                        call.timeout.count(), rank_list(peers), where),
+            behind >= 0 ? behind : inflight_reqs.empty() ? -1 : inflight_reqs[0]->peer));
         abandon(err);
         std::rethrow_exception(err);
       }
@@ -525,8 +542,11 @@ void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const on
   const int about = f.about >= 0 && f.about != w.world_rank(w.me()) ? f.about : w.world_rank(peer);
   if (f.code == static_cast<int>(ErrorCode::PeerFailure) && about != w.world_rank(peer))
     e.note_reported(about, fmt::format("reported by rank {}", w.world_rank(peer)));
+  int named = about;
+  const std::string why =
+      f.code == static_cast<int>(ErrorCode::Timeout) ? with_own_diagnosis(e, call, f.why, &named) : f.why;
   throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
-               fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), f.why), about);
+              fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), why), named);
 }
 
 void execute(Engine& engine, const ExecCall& call) {

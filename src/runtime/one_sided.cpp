@@ -41,6 +41,7 @@
 #include "transports/cuda_ipc/device_steps.hpp"
 #include "src/runtime/engine.hpp"
 #include "src/runtime/executor.hpp"
+#include "src/runtime/positions.hpp"
 #include "src/reduce/cpu_reduce.hpp"
 #include "transports/one_sided.hpp"
 #include "transports/window_kinds.hpp"
@@ -170,6 +171,7 @@ struct OneSidedRunner {
   const bool stream;
   const char* input_begin = nullptr;
   const char* input_end = nullptr;
+  PositionPublisher position{call};  // hang diagnosis (positions.hpp)
 
   static constexpr bool boxes_fit() {
     if constexpr (W::kFastBoxes) return W::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines);
@@ -284,6 +286,7 @@ struct OneSidedRunner {
       if (onesided::Failure f; w.ledger().peer_failed(q, &f)) gave_up(q, f);
       if (w.peer_gone(q)) e.peer_gone(w.world_rank(q), "its process is gone (exited or killed)", call.group->id);
       e.check_group(call.group->id);
+      position.maybe(e);
       if (call.deadline.expired())
         throw Error(ErrorCode::Timeout,
                     fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
@@ -566,11 +569,13 @@ struct OneSidedRunner {
   [[noreturn]] void timed_out() {
     std::vector<int> peers;
     for (const Pending& p : pending) peers.push_back(w.world_rank(p.peer));
+    int behind = -1;
+    const std::string where = diagnose(e, call, &behind);
     throw Error(ErrorCode::Timeout,
-                fmt::format("{} timed out after {} ms waiting for rank(s) {} (through the {} window; a rank that "
-                            "passed other counts than this one may run the call as messages instead)",
-                            call.what, call.timeout.count(), rank_list(peers), w.transport()),
-                w.world_rank(pending.front().peer));
+                fmt::format("{} #{} timed out after {} ms waiting for rank(s) {} (through the {} window; a rank that "
+                            "passed other counts than this one may run the call as messages instead){}",
+                            call.what, call_number(call), call.timeout.count(), rank_list(peers), w.transport(), where),
+                behind >= 0 ? behind : w.world_rank(pending.front().peer));
   }
 
   // The peer runs this call with another shape (CompiledPlan::shape).
@@ -642,6 +647,7 @@ struct OneSidedRunner {
         }
       }
       e.check_group(call.group->id);
+      position.maybe(e);
       if (call.deadline.expired()) timed_out();
       if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))
         return;

@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
 #include <thread>
+
+#include <fmt/core.h>
 
 #include "src/runtime/context.hpp"
 #include "tests/mp/harness.hpp"
@@ -229,4 +232,45 @@ TEST_CASE("kill -9 at any moment leaves nothing of the job in /dev/shm", "[failu
     REQUIRE(res[1].ok());
   }
   REQUIRE(shm_entries() == before);
+}
+
+// Hang diagnosis: a rank that never comes to a collective (stuck outside
+// Braid, or stopped) is named by the others' timeouts as the one behind,
+// with where everyone is.
+TEST_CASE("a collective's timeout says who is where", "[failure][hang]") {
+  auto res = run_ranks(4, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(1 << 18, 1.0f);  // 1 MiB
+    braid::all_reduce(braid::tensor(v));  // call #1, everyone
+    if (rank == 2) {  // skips call #2: waits until the others have timed out in it
+      st.wait({"test/go"}, std::chrono::seconds(60));
+      return;
+    }
+    auto e = expect_error([&] { braid::all_reduce(braid::tensor(v), braid::ReduceOp::Sum, {.timeout = std::chrono::milliseconds(1500)}); },
+                          ErrorCode::Timeout, "all_reduce #2 timed out");
+    const std::string what = e.what();
+    RANK_CHECK_MSG(e.peer() == 2, what);
+    if (what.find("ranks 0, 1, 3 wait in all_reduce #2 (1 MiB)") == std::string::npos) {
+      std::fprintf(stderr, "[rank %d] %s\n", rank, what.c_str());
+      RANK_CHECK(false);
+    }
+    RANK_CHECK_MSG(what.find("rank 2 ") != std::string::npos, what);
+    // braid-info reads the live job: the same positions, rank 2 behind.
+    if (rank == 0 && std::getenv("BRAID_INFO")) {
+      const std::string cmd = fmt::format("{} --job 127.0.0.1:{} 2>&1", std::getenv("BRAID_INFO"), std::getenv("MASTER_PORT"));
+      std::string out;
+      if (FILE* p = ::popen(cmd.c_str(), "r")) {
+        char buf[512];
+        while (std::fgets(buf, sizeof buf, p)) out += buf;
+        RANK_CHECK_MSG(::pclose(p) == 0, out);
+      }
+      RANK_CHECK_MSG(out.find("4 ranks") != std::string::npos, out);
+      RANK_CHECK_MSG(out.find("ranks 0, 1, 3 wait in all_reduce #2 (1 MiB)") != std::string::npos, out);
+      RANK_CHECK_MSG(out.find("Behind the others: rank 2") != std::string::npos, out);
+    }
+    if (st.add("test/timed_out", 1) == 3) st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
 }

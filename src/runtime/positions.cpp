@@ -1,0 +1,108 @@
+#include "src/runtime/positions.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/core.h>
+
+#include "src/common/errors.hpp"
+#include "src/runtime/engine.hpp"
+#include "src/runtime/executor.hpp"
+#include "src/runtime/peers.hpp"
+
+namespace braid {
+
+std::uint64_t call_number(const ExecCall& c) { return c.seq + c.ticket + 1; }
+
+std::string position_key(std::uint32_t group_id, int group_rank) {
+  return fmt::format("pos/{}/{}", group_id, group_rank);
+}
+
+std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes) {
+  return fmt::format("{} {} {}", call, bytes, what);
+}
+
+std::optional<Position> parse_position(const std::string& v, int rank) {
+  const auto a = v.find(' ');
+  const auto b = a == std::string::npos ? a : v.find(' ', a + 1);
+  if (b == std::string::npos) return std::nullopt;
+  const auto call = decimal(std::string_view(v).substr(0, a), 19);
+  const auto bytes = decimal(std::string_view(v).substr(a + 1, b - a - 1), 19);
+  std::string what = v.substr(b + 1, 64);
+  if (!call || !bytes || what.empty() ||
+      !std::all_of(what.begin(), what.end(), [](char ch) { return ch == '_' || ch == '(' || ch == ')' || (ch >= 'a' && ch <= 'z'); }))
+    return std::nullopt;
+  return Position{rank, *call, std::move(what), *bytes};
+}
+
+std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks) {
+  std::vector<Position> out;
+  for (std::size_t q = 0; q < ranks.size(); ++q) {
+    Position p;
+    p.rank = ranks[q];
+    if (auto v = st.try_get(position_key(group_id, static_cast<int>(q))))
+      if (auto parsed = parse_position(store::to_string(*v), ranks[q])) p = *parsed;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+namespace {
+std::string size_text(std::uint64_t b) {
+  if (b >= (1u << 20) && b % (1u << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+}  // namespace
+
+std::string describe_positions(const std::vector<Position>& ps, int* behind) {
+  // Ranks by the call they were last seen in, the furthest behind first.
+  std::map<std::uint64_t, std::vector<const Position*>> by_call;
+  for (const auto& p : ps) by_call[p.call].push_back(&p);
+  *behind = -1;
+  if (by_call.size() > 1) *behind = by_call.begin()->second.front()->rank;
+  std::string out;
+  for (auto it = by_call.begin(); it != by_call.end(); ++it) {
+    std::vector<int> ranks;
+    for (const Position* p : it->second) ranks.push_back(p->rank);
+    const bool one = ranks.size() == 1;
+    const std::string who = fmt::format("rank{} {}", one ? "" : "s", rank_list(ranks));
+    std::string part;
+    if (it->first == 0) {
+      part = fmt::format("{} {} not been seen waiting in a call of this group", who, one ? "has" : "have");
+    } else {
+      const Position& p = *it->second.front();
+      const bool last = std::next(it) == by_call.end();
+      // The last call is where the waiting ranks are now; a rank last seen
+      // in an earlier one may still be in it, or stuck (or stopped) since.
+      part = last ? fmt::format("{} wait{} in {} #{} ({})", who, one ? "s" : "", p.what, p.call, size_text(p.bytes))
+                  : fmt::format("{} {} last seen in {} #{} ({})", who, one ? "was" : "were", p.what, p.call,
+                                size_text(p.bytes));
+    }
+    out += (out.empty() ? "" : "; ") + part;
+  }
+  return out;
+}
+
+void PositionPublisher::publish(Engine& e) {
+  done_ = true;
+  try {
+    const auto& g = *call_.group;
+    const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
+    e.store().set(position_key(g.id, g.my_rank), store::to_bytes(position_value(call_number(call_), call_.what, bytes)));
+  } catch (const Error&) {  // the store is gone: the failure log says the rest
+  }
+}
+
+std::string diagnose(Engine& e, const ExecCall& c, int* behind) {
+  *behind = -1;
+  try {
+    PositionPublisher(c).publish(e);
+    const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
+    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind));
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+}  // namespace braid

@@ -1,0 +1,69 @@
+// Hang diagnosis: where each rank is on a group. A call that has waited
+// kPublishAfter publishes this rank's position in the store ("in call #N,
+// what, bytes"); a call that times out reads every member's and says who is
+// where: "rank 2 was last seen in all_reduce #418 (4 MiB); ranks 0, 1, 3
+// wait in broadcast #419". A stopped or hung rank publishes nothing new, so its last
+// position is older than the others': it is the one behind, and named.
+// Nothing is written on the fast path: only calls that wait that long pay
+// one store write. `braid-info --job` prints the same positions for a live
+// job.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "src/common/time.hpp"
+#include "src/store/store.hpp"
+
+namespace braid {
+
+class Engine;
+struct ExecCall;
+
+// A call's number on its group, from 1: every call takes one of the group's
+// two counters (message plans a sequence number, one-sided plans a ticket)
+// and reads the other, so their sum orders the calls alike on every rank.
+std::uint64_t call_number(const ExecCall& c);
+
+// Publishes the call's position once it has waited kPublishAfter.
+class PositionPublisher {
+ public:
+  static constexpr auto kPublishAfter = std::chrono::milliseconds(50);
+  explicit PositionPublisher(const ExecCall& c) : call_(c), start_(Clock::now()) {}
+  void maybe(Engine& e) {
+    if (!done_ && Clock::now() - start_ >= kPublishAfter) publish(e);
+  }
+  void publish(Engine& e);
+
+ private:
+  const ExecCall& call_;
+  Clock::time_point start_;
+  bool done_ = false;
+};
+
+// A member's published position ("pos/<group id>/<group rank>").
+struct Position {
+  int rank = -1;             // global
+  std::uint64_t call = 0;    // 0: never seen waiting in a call of this group
+  std::string what;          // the op, as its error messages name it
+  std::uint64_t bytes = 0;
+};
+std::string position_key(std::uint32_t group_id, int group_rank);
+std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes);
+// Parsed strictly (anyone who reaches the store could have written it);
+// nullopt when malformed.
+std::optional<Position> parse_position(const std::string& v, int rank);
+// Every member's position, by reading the store.
+std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks);
+// "rank 2 was last seen in all_reduce #418 (4 MiB); ranks 0, 1, 3 wait in
+// broadcast #419"; *behind gets the rank furthest behind (-1 when all are
+// in the same call).
+std::string describe_positions(const std::vector<Position>& ps, int* behind);
+
+// For a call that timed out: publishes its own position, reads the others'
+// and returns " (positions: ...)", naming in *behind the rank furthest
+// behind, or -1. Never throws (the store may be gone).
+std::string diagnose(Engine& e, const ExecCall& c, int* behind);
+
+}  // namespace braid

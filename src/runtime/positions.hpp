@@ -26,19 +26,25 @@ struct ExecCall;
 // and reads the other, so their sum orders the calls alike on every rank.
 std::uint64_t call_number(const ExecCall& c);
 
-// Publishes the call's position once it has waited kPublishAfter.
+// Publishes the call's position once it has waited kPublishAfter (counted
+// from its first slow wait, after the spinning).
 class PositionPublisher {
  public:
   static constexpr auto kPublishAfter = std::chrono::milliseconds(50);
-  explicit PositionPublisher(const ExecCall& c) : call_(c), start_(Clock::now()) {}
+  // No clock is read until the call first waits (maybe()): a call that
+  // never does pays nothing.
+  explicit PositionPublisher(const ExecCall& c) : call_(c) {}
   void maybe(Engine& e) {
-    if (!done_ && Clock::now() - start_ >= kPublishAfter) publish(e);
+    if (done_) return;
+    const auto now = Clock::now();
+    if (start_ == Clock::time_point{}) start_ = now;
+    else if (now - start_ >= kPublishAfter) publish(e);
   }
   void publish(Engine& e);
 
  private:
   const ExecCall& call_;
-  Clock::time_point start_;
+  Clock::time_point start_{};
   bool done_ = false;
 };
 

@@ -72,6 +72,26 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
 
 namespace detail {
 
+// A store another rank hosts (env://, tcp://: rank 0, unless braid-store
+// serves the port) that is unreachable during init most likely went with
+// that rank: the error names rank 0, as the engine's does later.
+[[noreturn]] void rethrow_naming_rank0(const Error& e) {
+  if (e.code() != ErrorCode::Store || std::string(e.what()).find("is unreachable") == std::string::npos) throw e;
+  throw Error(ErrorCode::PeerFailure,
+              fmt::format("rank 0 failed: the store it hosts is unreachable ({}); rank 0 hosts it unless a "
+                          "braid-store serves that port", e.what()),
+              0);
+}
+
+std::shared_ptr<store::Store> connect_store(const std::string& host, int port, Millis timeout, bool hosted_here) {
+  try {
+    return std::make_shared<store::TcpStore>(host, port, timeout);
+  } catch (const Error& e) {
+    if (hosted_here) throw;
+    detail::rethrow_naming_rank0(e);
+  }
+}
+
 int parse_int(const std::string& text, const char* what, long lo, long hi) {
   char* end = nullptr;
   errno = 0;
@@ -167,7 +187,7 @@ void init_process_group(const InitOptions& o) {
     // On MASTER_ADDR's interface only: the store is unauthenticated, and
     // every interface would open it to every network the host is on.
     if (rank == 0 && !c->server) c->server = host_store(*addr, p);
-    base = std::make_shared<store::TcpStore>(*addr, p, o.timeout);
+    base = detail::connect_store(*addr, p, o.timeout, c->server != nullptr);
   } else if (how.kind == detail::InitMethod::Kind::Tcp) {
     const Endpoint ep{how.host, how.port};
     if (world < 0) {
@@ -182,7 +202,7 @@ void init_process_group(const InitOptions& o) {
       // Whoever binds the port first hosts the store; everyone else finds it taken.
       c->server = store::TcpStoreServer::try_create(ep.host, ep.port);
     }
-    base = std::make_shared<store::TcpStore>(ep.host, ep.port, o.timeout);
+    base = detail::connect_store(ep.host, ep.port, o.timeout, c->server != nullptr);
   } else {
     const std::string& path = how.path;
     if (world < 0) {
@@ -210,7 +230,13 @@ void init_process_group(const InitOptions& o) {
   log::set_rank(rank);
 
   auto shared = std::shared_ptr<Context>(std::move(c));
-  bootstrap(shared, st, rank, world, store_host);
+  const bool store_elsewhere = how.kind != detail::InitMethod::Kind::File && !shared->server;
+  try {
+    bootstrap(shared, st, rank, world, store_host);
+  } catch (const Error& e) {
+    if (!store_elsewhere) throw;
+    detail::rethrow_naming_rank0(e);
+  }
   BRAID_INFO("initialised rank {} of {} via {}", rank, world, m);
   set_context(std::move(shared));
 }

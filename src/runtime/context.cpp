@@ -15,6 +15,18 @@ namespace {
 std::shared_ptr<Context> g_context;
 }
 
+Context::~Context() {
+  if (destroyed || !server) return;
+  try {
+    runner.reset();
+    if (engine) engine->shutdown();  // publishes its failures, says goodbye
+    engine.reset();
+    store.reset();  // this process's own connections to the store close
+    server->linger(std::min(timeout, Millis(10000)));
+  } catch (...) {  // on the way out: nothing to report to
+  }
+}
+
 Context& context() {
   if (!g_context)
     fail(ErrorCode::InvalidState,

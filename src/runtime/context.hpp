@@ -103,6 +103,15 @@ struct Context {
   // together: two threads issuing at once must not queue ticket 5 ahead of
   // ticket 4, which the runner would then wait on behind it.
   std::mutex issue_mu;
+
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  // A process that returns from main without destroy_process_group (one
+  // that caught an error and gave up, say) and hosts the store keeps it up
+  // a moment, until the others have disconnected (at most 10 s): they may
+  // still need its failure log to name the rank that failed first.
+  ~Context();
 };
 
 // The default context; throws braid::Error(InvalidState) before init.

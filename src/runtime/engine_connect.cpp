@@ -31,7 +31,15 @@ void Engine::ensure_connected(const Request& r, Deadline deadline) {
   }
   // Store and network I/O happen outside the engine mutex: other threads keep
   // making progress while this one dials or maps.
-  const PeerRecord rec = read_peer_record(*store_, peer, Millis(deadline.poll_ms()));
+  PeerRecord rec;
+  try {
+    rec = read_peer_record(*store_, peer, Millis(deadline.poll_ms()));
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Store) throw;
+    std::unique_lock lk(mu_);
+    store_lost_locked(e.what());
+    throw_for(lk, r);
+  }
   PeerInfo info;
   info.rank = peer;
   info.same_host = rec.host == host_id_;

@@ -89,6 +89,22 @@ void Engine::throw_for(std::unique_lock<std::mutex>& lk, const Request& r) {
 std::exception_ptr Engine::translate(std::exception_ptr e, const Request& r) {
   if (!e || !is_peer_failure(e)) return e;
   std::unique_lock lk(mu_);
+  // A peer that left or disconnected may have done so because another rank
+  // failed first (it gave up and exited): the log says so, if it does.
+  if (!any_failed_ && !publishing_) {
+    publishing_ = true;
+    const auto from = log_read_;
+    lk.unlock();
+    std::vector<std::pair<std::uint64_t, std::string>> entries;
+    try {
+      entries = read_log(from);
+    } catch (const Error&) {  // the store is gone too: the error stands
+    }
+    lk.lock();
+    publishing_ = false;
+    cv_.notify_all();
+    apply_log_locked(entries);
+  }
   if (!any_failed_) return e;
   publish_failures(lk);
   if (auto now = request_error_locked(r)) return now;
@@ -414,7 +430,9 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
       }
     }
   } catch (const Error& e) {
-    if (e.code() == ErrorCode::Store) store_error = e.what();
+    // Unreachable, or no answer within the store's whole timeout: a store
+    // that is gone or frozen (its host stopped) serves nobody any more.
+    if (e.code() == ErrorCode::Store || e.code() == ErrorCode::Timeout) store_error = e.what();
   }
   lk.lock();
   token_ = false;

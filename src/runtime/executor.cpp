@@ -55,7 +55,12 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
 // A peer's record of giving up on this call, checked (anyone who reaches the
 // store could have written it).
 std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
-  const auto v = e.store().try_get(gave_up_key(c));
+  std::optional<store::Bytes> v;
+  try {
+    v = e.store().try_get(gave_up_key(c));
+  } catch (const Error&) {  // the store is gone: the engine's watchdog reports that
+    return std::nullopt;
+  }
   if (!v) return std::nullopt;
   const std::string s = store::to_string(*v);
   std::size_t at = 0;

@@ -100,8 +100,12 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind) {
     PositionPublisher(c).publish(e);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
     return fmt::format(" (where each rank is: {})", describe_positions(ps, behind));
-  } catch (const Error&) {
-    return {};
+  } catch (const Error& x) {
+    // The store is frozen or gone: with it, most likely its host.
+    if (x.code() != ErrorCode::Timeout && x.code() != ErrorCode::Store) return {};
+    if (e.rank() != 0) *behind = 0;
+    return fmt::format(" (the store did not answer ({}): rank 0, which hosts it unless a braid-store does, is "
+                       "gone, stuck or stopped)", x.what());
   }
 }
 

@@ -135,6 +135,12 @@ struct TcpStore::Impl {
       }
     } catch (const Error& e) {
       if (e.code() == ErrorCode::Store && !sock.valid()) throw;
+      // Closed or reset before a byte came back: a store whose process
+      // just went away (not another service, which answers or stays silent).
+      if (e.code() == ErrorCode::PeerFailure) {
+        sock.reset();
+        fail(ErrorCode::Store, "{} is unreachable: it closed the connection before answering ({})", what, e.what());
+      }
       not_a_store(e.code() == ErrorCode::Timeout
                       ? fmt::format("it did not answer a request within {} ms", limit.count())
                       : std::string(e.what()));

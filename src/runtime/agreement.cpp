@@ -44,8 +44,9 @@ std::string accept(Context& c, const detail::GroupImpl& g, const std::string& st
 }
 }  // namespace
 
-std::string decide(Context& c, detail::GroupImpl& g, const char* what, const std::string& mine,
-                   const DecideFn& outcome, Deadline deadline) {
+namespace {
+std::string decide_through_store(Context& c, detail::GroupImpl& g, const char* what, const std::string& mine,
+                                 const DecideFn& outcome, Deadline deadline) {
   Engine& e = *c.engine;
   store::Store& st = *c.store;
   const std::uint64_t seq = g.decisions++;
@@ -97,6 +98,19 @@ std::string decide(Context& c, detail::GroupImpl& g, const char* what, const std
     }
     std::this_thread::sleep_for(poll);
     poll = std::min<std::chrono::microseconds>(poll * 2, kLongestPoll);
+  }
+}
+
+}  // namespace
+
+std::string decide(Context& c, detail::GroupImpl& g, const char* what, const std::string& mine,
+                   const DecideFn& outcome, Deadline deadline) {
+  try {
+    return decide_through_store(c, g, what, mine, outcome, deadline);
+  } catch (const Error& e) {
+    // No store, no agreement: with rank 0 its host, that is rank 0's death.
+    if (e.code() == ErrorCode::Store) c.engine->store_call_failed(e);
+    throw;
   }
 }
 

@@ -161,6 +161,10 @@ class Engine final : public TransportHost {
   void refresh_failures(const std::vector<int>& peers);
   // Ranks that failed (teardown waits for the others' goodbye only).
   int failed_count();
+  // A store call outside the engine failed with `e` (agreement): when the
+  // store is unreachable, the job is over as the watchdog would find it
+  // (naming rank 0, its host); other errors are rethrown as they are.
+  [[noreturn]] void store_call_failed(const Error& e);
 
   // Says goodbye to every peer and stops the background thread.
   void shutdown();

@@ -201,6 +201,13 @@ void Engine::store_lost_locked(const std::string& why) {
   abort_locked(fmt::format("rank 0 failed: the store became unreachable ({}); rank 0 hosts it", why), 0);
 }
 
+void Engine::store_call_failed(const Error& e) {
+  if (e.code() != ErrorCode::Store && e.code() != ErrorCode::Timeout) throw e;
+  std::unique_lock lk(mu_);
+  store_lost_locked(e.what());
+  throw_error(lk, [&] { return abort_error_; });
+}
+
 void Engine::peer_failed(int peer, const std::string& reason) { note_failure_locked(peer, reason, true); }
 
 void Engine::peer_left(int peer) {

@@ -18,7 +18,7 @@ namespace {
 // waits (run()), and how often any looks in the store for a peer that gave
 // up on the call.
 constexpr auto kPeerLook = std::chrono::milliseconds(100);
-constexpr auto kStoreLook = std::chrono::milliseconds(1000);
+constexpr auto kStoreLook = std::chrono::milliseconds(500);
 constexpr auto kFirstStoreLook = std::chrono::milliseconds(50);  // then 4x longer each time, up to kStoreLook
 
 // A rank that gives up on a message plan's call (another call's message, a
@@ -474,9 +474,12 @@ struct Runner {
         } catch (const Error& x) {
           abandon(std::current_exception());
           // A peer that gave up on this call (and may have exited since)
-          // knows why better than its disconnection does.
-          if (x.code() == ErrorCode::PeerFailure)
+          // knows why better than its disconnection does: its mark in the
+          // window (one host), or its record in the store.
+          if (x.code() == ErrorCode::PeerFailure) {
+            if (window) look_at_peers();
             if (auto gave_up = read_gave_up(e, call)) throw *gave_up;
+          }
           throw;
         } catch (...) {
           abandon(std::current_exception());

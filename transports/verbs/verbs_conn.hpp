@@ -51,8 +51,8 @@ struct VerbsTransport::Outgoing {
   Request* r = nullptr;       // Data: the send (eager or RTS, decided when posted)
   std::uint64_t token = 0;    // Fin: the sender's token
   std::uint8_t status = 0;    // Fin
-  Refusal refused;            // Fin of status kFinRejected
   std::uint32_t read_id = 0;  // Read
+  Refusal refused{};          // Fin of status kFinRejected (last: the others are built by position)
 };
 
 // A receive being filled by RDMA READ from the sender's buffer.

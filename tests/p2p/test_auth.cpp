@@ -9,9 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
+
+#include <fmt/core.h>
 
 #include "src/common/auth.hpp"
 #include "src/common/socket.hpp"
@@ -74,17 +78,35 @@ TEST_CASE("a process with another secret, or none, cannot join the job, which go
   // Processes 0 and 1 are the job; process 2 tries to join it as rank 1,
   // first with another secret, then with none.
   auto res = run_ranks(3, [](int rank, int) {
+    // The job stays up until the intruder has made both tries (it cannot
+    // say so through the store: it is refused there), so that its second
+    // try meets the job's store, not a closed port (a slow run, under ASan,
+    // once had the job gone by then).
+    const std::string done = fmt::format("/tmp/braid-auth-intruder-{}", std::getenv("MASTER_PORT"));
     if (rank < 2) {
       ::setenv("WORLD_SIZE", "2", 1);
       init_env();
       sum_check(rank, 2);
       braid::barrier();
       sum_check(rank, 2);
+      if (rank == 0) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (::access(done.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a file, not a sync by time
+        ::unlink(done.c_str());
+      }
+      braid::barrier();
       braid::destroy_process_group();
       return;
     }
     ::setenv("RANK", "1", 1);
     ::setenv("WORLD_SIZE", "2", 1);
+    struct Done {
+      std::string path;
+      ~Done() {
+        if (FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
+      }
+    } signal_done{done};
     for (const char* token : {"another-secret", ""}) {
       ::setenv("BRAID_JOB_TOKEN", token, 1);
       const auto t0 = std::chrono::steady_clock::now();

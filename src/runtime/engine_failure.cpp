@@ -76,8 +76,8 @@ std::exception_ptr Engine::peer_error(int peer) const {
 void Engine::throw_error(std::unique_lock<std::mutex>& lk, const std::function<std::exception_ptr()>& why) {
   // Publish (and so learn the root cause) before anyone sees the error.
   publish_failures(lk);
-  // The store's loss (found while publishing) is the earlier failure.
-  auto e = abort_error_ ? abort_error_ : why();
+  auto e = why();
+  if (!e) e = abort_error_;
   if (!e) e = std::make_exception_ptr(Error(ErrorCode::Internal, "an op failed without a recorded cause"));
   std::rethrow_exception(e);
 }
@@ -96,16 +96,13 @@ std::exception_ptr Engine::translate(std::exception_ptr e, const Request& r) {
     const auto from = log_read_;
     lk.unlock();
     std::vector<std::pair<std::uint64_t, std::string>> entries;
-    std::string store_error;
     try {
       entries = read_log(from);
-    } catch (const Error& x) {  // the store is gone: with it, rank 0 went first
-      if (x.code() == ErrorCode::Store || x.code() == ErrorCode::Timeout) store_error = x.what();
+    } catch (const Error&) {  // the store is gone too: the error stands
     }
     lk.lock();
     publishing_ = false;
     cv_.notify_all();
-    if (!store_error.empty()) store_lost_locked(store_error);
     apply_log_locked(entries);
   }
   if (!any_failed_) return e;
@@ -200,9 +197,7 @@ void Engine::abort_locked(const std::string& reason, int peer) {
 void Engine::store_lost_locked(const std::string& why) {
   // Rank 0 hosts the store unless an external braid-store does: it is the
   // rank to name (survivors cannot go on without a store).
-  // Logged as if first: whatever this rank saw fail since may have gone
-  // because of it, and the log that would tell is gone with it.
-  note_failure_locked(0, fmt::format("the store it hosts became unreachable ({})", why), false, 0);
+  note_failure_locked(0, fmt::format("the store it hosts became unreachable ({})", why), false);
   abort_locked(fmt::format("rank 0 failed: the store became unreachable ({}); rank 0 hosts it", why), 0);
 }
 
@@ -382,7 +377,6 @@ void Engine::publish_failures(std::unique_lock<std::mutex>& lk) {
   lk.unlock();
   std::vector<std::pair<std::uint64_t, int>> logged;
   std::vector<std::pair<std::uint64_t, std::string>> entries;
-  std::string store_error;
   try {
     for (int r : mine) {
       const auto seq = static_cast<std::uint64_t>(store_->add("failures", 1));
@@ -392,15 +386,10 @@ void Engine::publish_failures(std::unique_lock<std::mutex>& lk) {
     entries = read_log(from);
   } catch (const Error& e) {
     BRAID_WARN("could not publish a failure in the store: {}", e.what());
-    if (e.code() == ErrorCode::Store || e.code() == ErrorCode::Timeout) store_error = e.what();
   }
   lk.lock();
   publishing_ = false;
   cv_.notify_all();
-  // The store went first (with rank 0, its host): a peer that died or
-  // exited after it cannot be told apart from the root cause any more,
-  // and the store's loss is the earlier failure.
-  if (!store_error.empty()) store_lost_locked(store_error);
   for (const auto& [seq, r] : logged) note_failure_locked(r, "", false, seq);
   apply_log_locked(entries);
 }

@@ -187,6 +187,10 @@ class Engine final : public TransportHost {
   // Reads log entries after log_read_ (without the mutex): (seq, value).
   std::vector<std::pair<std::uint64_t, std::string>> read_log(std::uint64_t from);
   void apply_log_locked(const std::vector<std::pair<std::uint64_t, std::string>>& entries);
+  // Reads and applies the log's new entries now, the mutex released
+  // meanwhile (no other thread may be publishing); the store's error, if
+  // it could not be read.
+  std::string read_log_now(std::unique_lock<std::mutex>& lk);
   // Marks a peer as waited on for its lifetime (the mutex must be held at
   // construction and destruction).
   struct Awaiting {

@@ -91,20 +91,7 @@ std::exception_ptr Engine::translate(std::exception_ptr e, const Request& r) {
   std::unique_lock lk(mu_);
   // A peer that left or disconnected may have done so because another rank
   // failed first (it gave up and exited): the log says so, if it does.
-  if (!any_failed_ && !publishing_) {
-    publishing_ = true;
-    const auto from = log_read_;
-    lk.unlock();
-    std::vector<std::pair<std::uint64_t, std::string>> entries;
-    try {
-      entries = read_log(from);
-    } catch (const Error&) {  // the store is gone too: the error stands
-    }
-    lk.lock();
-    publishing_ = false;
-    cv_.notify_all();
-    apply_log_locked(entries);
-  }
+  if (!any_failed_ && !publishing_) (void)read_log_now(lk);  // the store gone too: the error stands
   if (!any_failed_) return e;
   publish_failures(lk);
   if (auto now = request_error_locked(r)) return now;
@@ -315,21 +302,7 @@ void Engine::refresh_failures(const std::vector<int>& peers) {
   // Publishing also reads what the others logged.
   if (unpublished_.empty()) {
     while (publishing_) cv_.wait(lk);
-    publishing_ = true;
-    const auto from = log_read_;
-    lk.unlock();
-    std::vector<std::pair<std::uint64_t, std::string>> entries;
-    std::string store_error;
-    try {
-      entries = read_log(from);
-    } catch (const Error& e) {
-      store_error = e.what();
-    }
-    lk.lock();
-    publishing_ = false;
-    cv_.notify_all();
-    if (!store_error.empty()) store_lost_locked(store_error);
-    apply_log_locked(entries);
+    if (const std::string store_error = read_log_now(lk); !store_error.empty()) store_lost_locked(store_error);
   } else {
     publish_failures(lk);
   }
@@ -348,6 +321,24 @@ std::vector<std::pair<std::uint64_t, std::string>> Engine::read_log(std::uint64_
     out.emplace_back(seq, store::to_string(*v));
   }
   return out;
+}
+
+std::string Engine::read_log_now(std::unique_lock<std::mutex>& lk) {
+  publishing_ = true;
+  const auto from = log_read_;
+  lk.unlock();
+  std::vector<std::pair<std::uint64_t, std::string>> entries;
+  std::string store_error;
+  try {
+    entries = read_log(from);
+  } catch (const Error& e) {
+    store_error = e.what();
+  }
+  lk.lock();
+  publishing_ = false;
+  cv_.notify_all();
+  apply_log_locked(entries);
+  return store_error;
 }
 
 void Engine::apply_log_locked(const std::vector<std::pair<std::uint64_t, std::string>>& entries) {

@@ -31,7 +31,8 @@
 # another version than the one that configured the build, so
 # bench/device_suite.py runs that list as `meson test` would. Left out there:
 # the tests that need this machine's toolchain or a VM (install-pkgconfig,
-# verbs-vm, verbs-vm-two-devices), which say nothing about the GPU.
+# install-cmake, readme-examples, verbs-vm, verbs-vm-two-devices), which say
+# nothing about the GPU.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,9 +59,15 @@ for t in json.load(open(sys.argv[2])):
         if a.startswith(build + "/") and os.path.isfile(a) and a not in seen:
             seen.add(a); print(os.path.relpath(a, build))
 PY
-  for f in $(cat "$pack/suite_files") tools/braidrun tools/braid-store examples/hello; do
+  # Tests also run programs and load libraries their commands do not name
+  # (braid-info, braid-sim, braid-bench, chaos_rank, libbraid_fortran.so):
+  # take every program and shared library of the build, links as links.
+  (cd "$build" && find . \( -name '*.p' -o -name 'meson-*' -o -name '*.dir' \) -prune -o \
+      \( -type f \( -perm -u+x -o -name '*.so*' \) -o -type l -name '*.so*' \) -print |
+      grep -v -e '\.sh$' -e 'mpi-bench-' -e 'braid_torch' | sed 's|^\./||') >> "$pack/suite_files"
+  for f in $(sort -u "$pack/suite_files"); do
     mkdir -p "$pack/suite/$(dirname "$f")"
-    cp "$build/$f" "$pack/suite/$f" && strip -s "$pack/suite/$f" 2>/dev/null
+    cp -P "$build/$f" "$pack/suite/$f" && [[ ! -L "$build/$f" ]] && strip -s "$pack/suite/$f" 2>/dev/null
   done
   echo "$(realpath "$build")" > "$pack/build_path"
   # Static test programs compress about tenfold: the carry limit is 64 MiB.
@@ -69,8 +76,8 @@ PY
   cp -L "$build/libbraid.so"* "$pack/lib/" 2>/dev/null
   # The non-system shared libraries they load (glibc, libstdc++ and libgcc
   # are the machine's own: newer there than here).
-  for b in "$pack"/bin/*; do
-    ldd "$b" | awk '/=> \// {print $3}'
+  for b in "$pack"/bin/* $(sed "s|^|$build/|" "$pack/suite_files"); do
+    ldd "$b" 2>/dev/null | awk '/=> \// {print $3}'
   done | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
     while read -r lib; do cp -L "$lib" "$pack/lib/"; done
   grep -qx '/.devrun/' "$here/.git/info/exclude" 2>/dev/null || echo '/.devrun/' >> "$here/.git/info/exclude"
@@ -100,7 +107,7 @@ if [[ "${1:-}" == "--suite" ]]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 - "$pack/tests.json" > "$out/tests.json" <<'PY'
 import json, sys
-skip = {"install-pkgconfig", "verbs-vm", "verbs-vm-two-devices"}
+skip = {"install-pkgconfig", "install-cmake", "readme-examples", "verbs-vm", "verbs-vm-two-devices"}
 print(json.dumps([t for t in json.load(open(sys.argv[1])) if t["name"] not in skip]))
 PY
   python3 "$here/bench/device_suite.py" "$out/tests.json" --jobs 8 --log /tmp/suite_logs

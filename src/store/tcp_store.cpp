@@ -25,6 +25,12 @@ namespace braid::store {
 
 namespace {
 constexpr Millis kProbeLimit{5000};
+// A store that served this client and now cannot be reached is gone, not
+// starting: a Braid store lives as long as the process hosting it. Waiting
+// the whole timeout for it would hold a rank (in teardown, say, after the
+// host has left) for minutes; a few seconds cover a SYN lost to a full
+// backlog (retransmitted after 1 s).
+constexpr Millis kReconnectLimit{3000};
 }  // namespace
 
 using wire::Field;
@@ -45,15 +51,23 @@ struct TcpStore::Impl {
   Fd sock;  // invalid until (re)connected
   std::shared_ptr<const auth::Secret> secret = auth::secret_from_env();
 
+  bool served = false;       // a connection of ours was once answered
+  std::optional<Error> gone;  // why reconnecting failed: every later call fails so, at once
+
   void connect(Deadline deadline) {
+    if (gone) throw *gone;
     try {
-      sock = net::connect_retry(addr, deadline, what);
+      sock = net::connect_retry(addr, served ? Deadline{std::min(deadline.at, Clock::now() + kReconnectLimit)} : deadline,
+                                what);
     } catch (const Error& e) {
-      fail(ErrorCode::Store, "{} is unreachable: {}", what, e.what());
+      const Error why(ErrorCode::Store, fmt::format("{} is unreachable: {}", what, e.what()));
+      if (served) gone = Error(ErrorCode::Store, fmt::format("{} (it served this client before: it is gone)", why.what()));
+      throw why;
     }
     const auto limit = std::min(kProbeLimit, std::chrono::duration_cast<Millis>(deadline.at - Clock::now()));
     if (secret) authenticate(Deadline::after(limit), limit);
     else probe(Deadline::after(limit), limit);
+    served = true;
   }
 
   [[noreturn]] void auth_failed(const std::string& why) {

@@ -595,6 +595,29 @@ TEST_CASE("A client whose server died gets ErrorCode::Store", "[store][tcp]") {
     CHECK(contains(again, where));
     CHECK(ms_since(t0) < 1500);
   }
+  SECTION("a client with a long timeout gives up on reconnecting within seconds, then at once") {
+    // The store served it: one that refuses connections now is gone, not
+    // starting (a rank's teardown waited minutes for its host's store).
+    TcpStore patient(kHost, port, 60s);
+    patient.set("k3", to_bytes("v"));
+    server.reset();
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = error_of([&] { (void)patient.delete_key("k3"); });
+    CHECK(e.code() == ErrorCode::Store);
+    CHECK(contains(e, where));
+    CHECK(ms_since(t0) < 10000);
+    // The first call failed on its open connection; this one reconnects.
+    t0 = std::chrono::steady_clock::now();
+    auto again = error_of([&] { (void)patient.add("n", 1); });
+    CHECK(again.code() == ErrorCode::Store);
+    CHECK(contains(again, "unreachable"));
+    CHECK(ms_since(t0) < 10000);
+    t0 = std::chrono::steady_clock::now();
+    auto last = error_of([&] { (void)patient.try_get("k"); });
+    CHECK(last.code() == ErrorCode::Store);
+    CHECK(contains(last, "it is gone"));
+    CHECK(ms_since(t0) < 500);
+  }
   SECTION("while parked in a GET") {
     std::atomic<double> stop_ms{-1};  // Catch's CHECK is for the test's own thread only
     std::jthread killer([&] {

@@ -15,8 +15,8 @@ namespace braid {
 namespace {
 
 // How often a message plan on one host looks at its peers' windows while it
-// waits (run()), and how often any looks in the store for a peer that gave
-// up on the call.
+// waits (run()), and how often a waiting call looks in the store for a peer
+// that gave up on it (GaveUpWatch).
 constexpr auto kPeerLook = std::chrono::milliseconds(100);
 constexpr auto kStoreLook = std::chrono::milliseconds(500);
 constexpr auto kFirstStoreLook = std::chrono::milliseconds(50);  // then 4x longer each time, up to kStoreLook
@@ -134,6 +134,23 @@ std::uint32_t call_shape(const plan::PlanArgs& a, const std::string& algorithm) 
 }
 
 }  // namespace
+
+void GaveUpWatch::maybe(Engine& e) {
+  const auto t = Clock::now();
+  if (next_ == Clock::time_point::max()) {
+    step_ = kFirstStoreLook;
+    next_ = t + step_;
+    return;
+  }
+  if (t < next_) return;
+  step_ = std::min<Clock::duration>(step_ * 4, kStoreLook);
+  next_ = t + step_;
+  now(e);
+}
+
+void GaveUpWatch::now(Engine& e) const {
+  if (auto why = read_gave_up(e, call_)) throw *why;
+}
 
 // All-gather: every span of this rank's Output that its own steps touch
 // lies inside one rank's block, and no peer reaches its Output (ExecBuffers,
@@ -289,8 +306,7 @@ struct Runner {
   std::vector<Request*>& inflight_reqs;    // same order
   const std::uint32_t shape = message_shape_of(call);  // every message of the call carries it
   PositionPublisher position{call};  // hang diagnosis (positions.hpp)
-  Clock::duration store_look = kFirstStoreLook;
-  Clock::time_point next_store_look = Clock::now() + kFirstStoreLook;
+  GaveUpWatch gave_up{call};  // a peer's record in the store
 
   static char* buffer(std::vector<char>& keep, std::unique_ptr<char[]>& big, std::size_t bytes) {
     if (bytes == 0) return nullptr;
@@ -433,17 +449,13 @@ struct Runner {
       // them: a peer that runs this call through shared memory (it passed
       // other counts) or gave up on it would otherwise be waited on until
       // the deadline.
-      const Deadline until{std::min({call.deadline.at, Clock::now() + kPeerLook, next_store_look})};
+      const Deadline until{std::min({call.deadline.at, Clock::now() + kPeerLook, gave_up.next()})};
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
         if (!call.deadline.expired()) {
           position.maybe(e);
           if (window) look_at_peers();
-          if (Clock::now() >= next_store_look) {
-            store_look = std::min<Clock::duration>(store_look * 4, kStoreLook);
-            next_store_look = Clock::now() + store_look;
-            if (auto gave_up = read_gave_up(e, call)) throw *gave_up;
-          }
+          gave_up.maybe(e);
           continue;
         }
         std::vector<int> peers;
@@ -478,7 +490,7 @@ struct Runner {
           // window (one host), or its record in the store.
           if (x.code() == ErrorCode::PeerFailure) {
             if (window) look_at_peers();
-            if (auto gave_up = read_gave_up(e, call)) throw *gave_up;
+            gave_up.now(e);
           }
           throw;
         } catch (...) {

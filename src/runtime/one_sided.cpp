@@ -172,6 +172,10 @@ struct OneSidedRunner {
   const char* input_begin = nullptr;
   const char* input_end = nullptr;
   PositionPublisher position{call};  // hang diagnosis (positions.hpp)
+  // A peer that gave up on this call: a message-plan peer clears its "doing"
+  // line as it throws, so a rank that slept through that moment learns it
+  // from the peer's record in the store, not from the peer's exit.
+  GaveUpWatch gave_up_watch{call};
 
   static constexpr bool boxes_fit() {
     if constexpr (W::kFastBoxes) return W::kBoxLines == static_cast<std::size_t>(plan::kFastboxLines);
@@ -628,6 +632,7 @@ struct OneSidedRunner {
         }
         if (w.peer_gone(p.peer)) {
           if (reap()) return;
+          gave_up_watch.now(e);  // it may have given up, then exited
           e.peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)", call.group->id);
         }
         // The peer runs this very call as a message plan on the engine (it
@@ -648,6 +653,7 @@ struct OneSidedRunner {
       }
       e.check_group(call.group->id);
       position.maybe(e);
+      gave_up_watch.maybe(e);
       if (call.deadline.expired()) timed_out();
       if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))
         return;

@@ -22,9 +22,11 @@ namespace {
 // (nullptr: the automatic choice) and a long timeout: each must fail within
 // seconds with InvalidArgument, its message holding text(rank); with two
 // ranks the error names the other. A rank lingers 3 s after its error, so
-// that its peers meet the mismatch, not its exit (1 s was too short in CI:
-// a peer learns of it through the window's mark or the store's gave-up
-// record, looked at after 50, 250 and 750 ms).
+// that its peers meet the mismatch, not its exit: a peer learns of it
+// through the window (a mark, or a "doing" line) or the store's gave-up
+// record (GaveUpWatch: 50, 250 and 750 ms into a wait), while the exit of a
+// rank of three or more is seen by the engine's watch on its process, which
+// fails the group without asking the store why.
 void expect_count_mismatch(std::vector<std::size_t> counts, const char* algorithm,
                            std::function<std::string(int)> text) {
   auto res = run_ranks(static_cast<int>(counts.size()), [&](int rank, int world) {

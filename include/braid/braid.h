@@ -179,6 +179,12 @@ int braid_send(const void* buf, int64_t count, braid_dtype_t dtype, int dst, int
  * rank once the receive completes (for a request: at braid_wait/braid_test). */
 int braid_recv(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t tag, braid_group_t group,
                int* source, braid_request_t* request);
+/* braid_recv that also says how many elements arrived (MPI_Get_count):
+ * *received (may be NULL) gets it, which may be fewer than count; written
+ * as *source is, once the receive completes. A message larger than count is
+ * an error, as in braid_recv. */
+int braid_recv_count(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t tag, braid_group_t group,
+                     int* source, int64_t* received, braid_request_t* request);
 
 /* Sends sendcount elements to dst while receiving up to recvcount from src
  * (MPI_Sendrecv: a ring shift cannot deadlock). *source as in braid_recv. */

@@ -171,6 +171,25 @@ static void test_p2p(int n) {
     OK(braid_wait_all(&s, 1));
     CHECK(s == NULL);
   }
+  /* a receive into a larger buffer says how much arrived: 3 of 8 elements
+   * blocking, 2 of 8 through a request; the rest of the buffer untouched */
+  {
+    int32_t big[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int32_t three[3] = {me, me, me};
+    int64_t got = -1;
+    braid_request_t q = NULL;
+    source = -1;
+    OK(braid_send(three, 3, BRAID_INT32, right, 14, BRAID_WORLD, &q));
+    OK(braid_recv_count(big, 8, BRAID_INT32, left, 14, BRAID_WORLD, &source, &got, NULL));
+    OK(braid_wait(q));
+    CHECK(got == 3 && source == left && big[2] == left && big[3] == -1);
+    got = -1;
+    OK(braid_recv_count(big, 8, BRAID_INT32, left, 15, BRAID_WORLD, NULL, &got, &q));
+    CHECK(got == -1); /* written at completion, not before */
+    OK(braid_send(three, 2, BRAID_INT32, right, 15, BRAID_WORLD, NULL));
+    OK(braid_wait(q));
+    CHECK(got == 2);
+  }
   OK(braid_barrier(BRAID_WORLD, NULL));
 }
 

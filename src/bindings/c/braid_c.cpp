@@ -29,10 +29,12 @@ struct braid_comm_s {
   braid_group_s group;  // its group(), as the ops take it
 };
 
-// An async op: its Work, and where a receive's source goes on completion.
+// An async op: its Work, and where a receive's source and count go on
+// completion.
 struct braid_request_s {
   braid::Work work;
   int* source = nullptr;
+  int64_t* received = nullptr;
 };
 
 namespace {
@@ -136,12 +138,12 @@ std::vector<braid::Tensor> root_blocks(braid_group_t g, int root, const void* bu
 }
 
 // Hands an async op's Work to the caller, or (blocking) waits for it.
-void finish(braid::Work w, braid_request_t* request, int* source = nullptr) {
+void finish(braid::Work w, braid_request_t* request, int* source = nullptr, int64_t* received = nullptr) {
   if (!request) {
     w.wait();
     return;
   }
-  *request = new braid_request_s{std::move(w), source};
+  *request = new braid_request_s{std::move(w), source, received};
 }
 
 
@@ -337,13 +339,14 @@ braid_group_t braid_comm_group(braid_comm_t comm) { return comm ? &comm->group :
 // --- requests -----------------------------------------------------------------
 
 namespace {
-// Completes request r (done), writes a receive's source, releases it.
+// Completes request r (done), writes a receive's source and count, releases it.
 int release(braid_request_t r) {
   const int st = guarded([&] {
     // Release even if wait() throws.
     std::unique_ptr<braid_request_s> owned(r);
     owned->work.wait();
     if (owned->source) *owned->source = owned->work.source_rank();
+    if (owned->received) *owned->received = owned->work.received_count();
   });
   return st;
 }
@@ -438,13 +441,26 @@ int braid_send(const void* buf, int64_t count, braid_dtype_t dtype, int dst, int
 
 int braid_recv(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t tag, braid_group_t group, int* source,
                braid_request_t* request) {
+  return braid_recv_count(buf, count, dtype, src, tag, group, source, nullptr, request);
+}
+
+int braid_recv_count(void* buf, int64_t count, braid_dtype_t dtype, int src, int64_t tag, braid_group_t group,
+                     int* source, int64_t* received, braid_request_t* request) {
   return guarded([&] {
-    const auto dt = dtype_of(dtype, "braid_recv");
-    need(buf, count, "buf", "braid_recv");
+    const char* what = received ? "braid_recv_count" : "braid_recv";
+    const auto dt = dtype_of(dtype, what);
+    need(buf, count, "buf", what);
     auto o = options_of(group, request);
     o.tag = tag;
     if (request) {
-      finish(braid::irecv(tensor_of(buf, count, dt), src, o), request, source);
+      finish(braid::irecv(tensor_of(buf, count, dt), src, o), request, source, received);
+      return;
+    }
+    if (received) {  // the count comes with the Work: wait on one here
+      braid::Work w = braid::irecv(tensor_of(buf, count, dt), src, o);
+      w.wait();
+      if (source) *source = w.source_rank();
+      *received = w.received_count();
       return;
     }
     const int from = braid::recv(tensor_of(buf, count, dt), src, o);

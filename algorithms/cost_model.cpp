@@ -356,7 +356,8 @@ const Algorithm* choose(Collective coll, const PlanArgs& args, const LinkCosts& 
   const Algorithm* best = nullptr;
   double best_time = std::numeric_limits<double>::infinity();
   for (const Algorithm& alg : algorithms()) {
-    if (alg.coll != coll || !alg.automatic || (alg.supports && !alg.supports(a))) continue;
+    if (alg.coll != coll || !alg.automatic || (alg.supports && !alg.supports(a)) || (alg.offered && !alg.offered(a)))
+      continue;
     const double t = predict_seconds(alg.build(a), params);
     if (!best || t < best_time) {
       best = &alg;

@@ -50,6 +50,7 @@ Plan peer_read_reducescatter(const PlanArgs& args);
 Plan peer_read_allgather(const PlanArgs& args);
 Plan peer_read_broadcast(const PlanArgs& args);
 Plan split_broadcast(const PlanArgs& args);
+bool split_broadcast_offered(const PlanArgs& args);
 Plan peer_read_reduce(const PlanArgs& args);
 Plan peer_read_gather(const PlanArgs& args);
 Plan peer_read_scatter(const PlanArgs& args);

@@ -214,6 +214,14 @@ Plan split_broadcast(const PlanArgs& args) {
   return b.finish();
 }
 
+// Offered automatically at 2 ranks with a CPU each, where it was measured
+// (bench/RESULTS.md section 19: 64 MiB in place 6.4-8.1 ms against
+// peer_read's 10.9-13.5). At 4 ranks on 2 CPUs it lost (16 MiB through
+// torch 6.2 ms against 3.9): the ranks already keep every CPU busy, and the
+// root's puts, one peer after another, become the critical path. The cost
+// model prices the puts and gets as running at once, CPUs or not.
+bool split_broadcast_offered(const PlanArgs& args) { return args.nranks == 2 && !args.topology.shared_cpus; }
+
 // Reduce (reads_input): the root reduces every rank's Input into its Output
 // and then releases each non-root; non-roots only announce themselves.
 Plan peer_read_reduce(const PlanArgs& args) {

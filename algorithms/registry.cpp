@@ -50,7 +50,7 @@ std::vector<Algorithm> build_list() {
       {"staged", Collective::AllGather, staged_allgather, staged_supports},
       {"oneshot", Collective::Broadcast, oneshot_broadcast, one_sided_only},
       {"peer_read", Collective::Broadcast, peer_read_broadcast, one_sided_only},
-      {"split", Collective::Broadcast, split_broadcast, one_sided_only},
+      {"split", Collective::Broadcast, split_broadcast, one_sided_only, true, split_broadcast_offered},
       {"oneshot", Collective::Reduce, oneshot_reduce, one_sided_only},
       {"peer_read", Collective::Reduce, peer_read_reduce, one_sided_only},
       {"peer_read", Collective::Gather, peer_read_gather, one_sided_only},

@@ -20,6 +20,10 @@ struct Algorithm {
   // prices steps one at a time; an algorithm whose gain is a fusion only
   // some runtime makes would otherwise be picked on a tie.
   bool automatic = true;
+  // Where set, the automatic choice offers it only where this holds (named,
+  // it runs wherever `supports` holds): for a gain the cost model cannot
+  // see, such as CPUs copying at once that ranks sharing CPUs do not have.
+  bool (*offered)(const PlanArgs& args) = nullptr;
 };
 
 const std::vector<Algorithm>& algorithms();

@@ -43,6 +43,7 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
     std::rethrow_exception(why);
   } catch (const Error& x) {
     if (x.code() != ErrorCode::InvalidArgument && x.code() != ErrorCode::Timeout) return;
+    store::CallCap cap(Deadline::after(kStoreCallLimit));
     try {
       e.store().compare_set(gave_up_key(c), {}, store::to_bytes(fmt::format(
           "{} {} {} {}", static_cast<int>(x.code()), x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what())));
@@ -56,6 +57,7 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
 // store could have written it).
 std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
   std::optional<store::Bytes> v;
+  store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
     v = e.store().try_get(gave_up_key(c));
   } catch (const Error&) {  // the store is gone: the engine's watchdog reports that

@@ -86,6 +86,7 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind) {
 
 void PositionPublisher::publish(Engine& e) {
   done_ = true;
+  store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
     const auto& g = *call_.group;
     const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
@@ -96,6 +97,7 @@ void PositionPublisher::publish(Engine& e) {
 
 std::string diagnose(Engine& e, const ExecCall& c, int* behind) {
   *behind = -1;
+  store::CallCap cap(Deadline::after(kStoreCallLimit));  // all of it: publish and read
   try {
     PositionPublisher(c).publish(e);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);

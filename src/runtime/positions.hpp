@@ -28,6 +28,12 @@ std::uint64_t call_number(const ExecCall& c);
 
 // Publishes the call's position once it has waited kPublishAfter (counted
 // from its first slow wait, after the spinning).
+// The most one store call made in the middle of a collective may take
+// (store::CallCap): its position, a gave-up record, the diagnosis at its
+// timeout (all of that together). A stopped rank 0 freezes the store it
+// hosts; the op's error must still come within seconds of its timeout.
+constexpr Millis kStoreCallLimit{1000};
+
 class PositionPublisher {
  public:
   static constexpr auto kPublishAfter = std::chrono::milliseconds(50);

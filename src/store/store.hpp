@@ -2,8 +2,29 @@
 #pragma once
 
 #include "braid/store.hpp"
+#include "src/common/time.hpp"
 
 namespace braid::store {
+
+// While one lives, every TcpStore call its thread makes ends by `d` (or its
+// own timeout, if sooner), waiting for the connection's lock included; nested
+// caps keep the earliest. For the runtime's store traffic in the middle of a
+// collective (positions, gave-up records): a store whose host is stopped
+// answers nothing, and without a cap each such call would wait out the
+// store's whole timeout, holding the op's error that long past its own.
+class CallCap {
+ public:
+  explicit CallCap(Deadline d);
+  ~CallCap();
+  CallCap(const CallCap&) = delete;
+  CallCap& operator=(const CallCap&) = delete;
+  // This thread's innermost cap, or nullptr.
+  static const Deadline* current();
+
+ private:
+  const Deadline* prev_;
+  Deadline d_;
+};
 
 // Namespaces another store: every key is stored as "<prefix>/<key>".
 // Groups and jobs sharing one store use it to stay apart.

@@ -33,6 +33,12 @@ constexpr Millis kProbeLimit{5000};
 constexpr Millis kReconnectLimit{3000};
 }  // namespace
 
+thread_local const Deadline* t_cap = nullptr;
+
+CallCap::CallCap(Deadline d) : prev_(t_cap), d_(prev_ && prev_->at < d.at ? *prev_ : d) { t_cap = &d_; }
+CallCap::~CallCap() { t_cap = prev_; }
+const Deadline* CallCap::current() { return t_cap; }
+
 using wire::Field;
 using wire::Op;
 using wire::Status;
@@ -47,7 +53,7 @@ struct TcpStore::Impl {
   int port = 0;
   net::SockAddr addr;
   std::string what;  // "the store at host:port", for messages
-  std::mutex mu;
+  std::timed_mutex mu;
   Fd sock;  // invalid until (re)connected
   std::shared_ptr<const auth::Secret> secret = auth::secret_from_env();
 
@@ -202,8 +208,17 @@ struct TcpStore::Impl {
              const std::string& about) {
     Bytes frame;
     wire::encode(frame, static_cast<std::uint16_t>(op), fields);
-    std::lock_guard lock(mu);
-    const Deadline deadline = Deadline::after(timeout);
+    Deadline deadline = Deadline::after(timeout);
+    if (const Deadline* cap = CallCap::current(); cap && cap->at < deadline.at) {
+      deadline = *cap;
+      timeout = std::max(Millis(0), std::chrono::duration_cast<Millis>(cap->at - Clock::now()));
+    }
+    // Another thread's call may hold the connection, waiting on a store that
+    // does not answer: that wait counts against this call's time too.
+    std::unique_lock lock(mu, std::defer_lock);
+    if (!lock.try_lock_until(deadline.at))
+      fail(ErrorCode::Timeout, "timed out after {} ms waiting for {} in {} (another call of this process was "
+           "waiting on it)", timeout.count(), about, what);
     Reply r;
     try {
       if (!sock.valid()) connect(deadline);

@@ -573,6 +573,56 @@ TEST_CASE("A port served by something that is not a Braid store fails within sec
   }
 }
 
+// The runtime's store calls in the middle of a collective run under a
+// CallCap: a store that does not answer (its host stopped) must not hold them
+// for the store's whole timeout, nor may another thread's call that waits on
+// it, holding the connection.
+TEST_CASE("A call cap bounds a TcpStore call, waiting for the connection included", "[store][tcp]") {
+  TcpStoreServer server(kHost, 0);
+  TcpStore c(kHost, server.port(), 60s);
+  c.set("k", to_bytes("v"));
+  {
+    braid::store::CallCap cap(braid::Deadline::after(300ms));
+    auto t0 = std::chrono::steady_clock::now();
+    auto e = error_of([&] { (void)c.get("never", 60s); });  // parked: no answer comes
+    CHECK(e.code() == ErrorCode::Timeout);
+    CHECK(ms_since(t0) < 3000);
+  }
+  // Another thread parks a GET (holding the connection) for up to 60 s.
+  std::atomic<bool> parked_done{false};
+  std::jthread parked([&] {
+    try {
+      (void)c.get("later", 60s);
+    } catch (const braid::Error&) {
+    }
+    parked_done = true;
+  });
+  // Until that thread holds the connection a capped call succeeds; from
+  // then on it must fail within about its cap, not the parked call's 60 s.
+  bool timed_out = false;
+  double took_ms = 0;
+  for (auto until = std::chrono::steady_clock::now() + 10s; !timed_out && std::chrono::steady_clock::now() < until;) {
+    braid::store::CallCap cap(braid::Deadline::after(300ms));
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)c.try_get("k");
+    } catch (const braid::Error& e) {
+      REQUIRE(e.code() == ErrorCode::Timeout);
+      CHECK(std::string(e.what()).find("another call of this process") != std::string::npos);
+      timed_out = true;
+      took_ms = ms_since(t0);
+    }
+  }
+  CHECK(timed_out);
+  CHECK(took_ms < 3000);
+  // The parked call is answered once its key exists; uncapped calls work.
+  TcpStore other(kHost, server.port(), 10s);
+  other.set("later", to_bytes("x"));
+  parked.join();
+  CHECK(parked_done);
+  CHECK(to_string(c.get("k")) == "v");
+}
+
 TEST_CASE("A client whose server died gets ErrorCode::Store", "[store][tcp]") {
   auto server = std::make_unique<TcpStoreServer>(kHost, 0);
   const int port = server->port();

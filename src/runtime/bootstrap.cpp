@@ -125,6 +125,9 @@ void teardown(Context& c) {
   const int failed = c.engine->failed_count();
   c.engine->shutdown();
   try {
+    // Peers that see this process gone from now on know it left
+    // (Engine::said_goodbye): its exit is not a failure.
+    c.store->set(Engine::goodbye_key(c.rank), store::to_bytes(std::string("1")));
     (void)c.store->delete_key(claim_key(c.rank));  // the number is free again (bootstrap, claim_rank)
     const auto left = c.store->add("left", 1);
     // The host keeps the store up until everyone has left (bounded), since

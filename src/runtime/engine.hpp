@@ -155,6 +155,11 @@ class Engine final : public TransportHost {
   std::vector<int> failed_ranks();
   // Failed, or left the job: it will take part in nothing more.
   bool gone(int rank);
+  // Said goodbye (destroy_process_group), failed or not.
+  bool left(int rank);
+  // The store key a rank sets as it leaves (teardown), before its process
+  // exits: a peer that then sees the process gone knows it left, not died.
+  static std::string goodbye_key(int rank) { return "bye/" + std::to_string(rank); }
   // For agreement (recovery.cpp): reads the failure log now, and records as
   // failed those of `peers` that are gone (their process exited, on this
   // host; a listener refusing, elsewhere). Throws only if the store is lost.
@@ -170,6 +175,8 @@ class Engine final : public TransportHost {
   void shutdown();
 
  private:
+  // Whether `peer` set its goodbye key (store read, capped at 1 s).
+  bool said_goodbye(int peer);
   // How often a long wait asks the store whether the job was aborted.
   static constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
   // How long an abandoned send already on the wire to a live peer may take

@@ -234,6 +234,11 @@ int Engine::failed_count() {
   return static_cast<int>(failures_.size());
 }
 
+bool Engine::left(int rank) {
+  std::lock_guard lk(mu_);
+  return left_[static_cast<std::size_t>(rank)];
+}
+
 bool Engine::gone(int rank) {
   std::lock_guard lk(mu_);
   return failed_[static_cast<std::size_t>(rank)] || left_[static_cast<std::size_t>(rank)];
@@ -271,9 +276,23 @@ void Engine::check_peer_alive(int peer) {
     }
   }
   if (!dead) return;
+  const bool left = said_goodbye(peer);
   std::unique_lock lk(mu_);
+  if (left) {
+    peer_left(peer);
+    throw Error(ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group)", peer), peer);
+  }
   note_failure_locked(peer, "its process is gone (exited or killed)", true);
   throw_error(lk, [&] { return rank_error_locked(peer); });
+}
+
+bool Engine::said_goodbye(int peer) {
+  store::CallCap cap(Deadline::after(Millis(1000)));
+  try {
+    return store_->try_get(goodbye_key(peer)).has_value();
+  } catch (const Error&) {  // the store is gone: the watchdog says so
+    return false;
+  }
 }
 
 void Engine::refresh_failures(const std::vector<int>& peers) {
@@ -297,8 +316,14 @@ void Engine::refresh_failures(const std::vector<int>& peers) {
       }
     }
   }
+  std::vector<int> left;
+  for (int p : dead)
+    if (said_goodbye(p)) left.push_back(p);
   std::unique_lock lk(mu_);
-  for (int p : dead) note_failure_locked(p, "its process is gone (exited or killed)", true);
+  for (int p : dead) {
+    if (std::find(left.begin(), left.end(), p) != left.end()) peer_left(p);
+    else note_failure_locked(p, "its process is gone (exited or killed)", true);
+  }
   // Publishing also reads what the others logged.
   if (unpublished_.empty()) {
     while (publishing_) cv_.wait(lk);
@@ -432,6 +457,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     // that is gone or frozen (its host stopped) serves nobody any more.
     if (e.code() == ErrorCode::Store || e.code() == ErrorCode::Timeout) store_error = e.what();
   }
+  const bool dead_left = dead >= 0 && store_error.empty() && said_goodbye(dead);
   lk.lock();
   token_ = false;
   publishing_ = false;
@@ -439,7 +465,8 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     store_lost_locked(store_error);
   } else {
     apply_log_locked(entries);
-    if (dead >= 0) note_failure_locked(dead, "its process is gone (exited or killed)", true);
+    if (dead_left) peer_left(dead);
+    else if (dead >= 0) note_failure_locked(dead, "its process is gone (exited or killed)", true);
   }
   cv_.notify_all();
 }

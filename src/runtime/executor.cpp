@@ -37,6 +37,9 @@ std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, in
 }
 
 std::string gave_up_key(const ExecCall& c) { return fmt::format("gaveup/{}/{}", c.group->id, c.seq); }
+// The last call of the group this rank gave up on, for peers that find it
+// gone later: "<seq> " and the record.
+std::string gave_up_by_key(std::uint32_t group_id, int rank) { return fmt::format("gaveup/{}/by/{}", group_id, rank); }
 
 void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why) {
   try {
@@ -45,44 +48,79 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
     if (x.code() != ErrorCode::InvalidArgument && x.code() != ErrorCode::Timeout) return;
     store::CallCap cap(Deadline::after(kStoreCallLimit));
     try {
-      e.store().compare_set(gave_up_key(c), {}, store::to_bytes(fmt::format(
-          "{} {} {} {}", static_cast<int>(x.code()), x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what())));
+      const std::string record = fmt::format("{} {} {} {}", static_cast<int>(x.code()),
+                                             x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what());
+      e.store().compare_set(gave_up_key(c), {}, store::to_bytes(record));
+      e.store().set(gave_up_by_key(c.group->id, e.rank()), store::to_bytes(fmt::format("{} {}", c.seq, record)));
     } catch (const Error&) {  // the store is gone: the failure log tells the rest
     }
   } catch (...) {
   }
 }
 
-// A peer's record of giving up on this call, checked (anyone who reaches the
-// store could have written it).
-std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
-  std::optional<store::Bytes> v;
-  store::CallCap cap(Deadline::after(kStoreCallLimit));
-  try {
-    v = e.store().try_get(gave_up_key(c));
-  } catch (const Error&) {  // the store is gone: the engine's watchdog reports that
-    return std::nullopt;
-  }
-  if (!v) return std::nullopt;
-  const std::string s = store::to_string(*v);
+// A record as publish_gave_up writes it, checked (anyone who reaches the
+// store could have written it): nullopt when malformed.
+struct GaveUp {
+  ErrorCode code;
+  int named;  // the rank its error names
+  int by;     // the rank that gave up
+  std::string why;
+};
+std::optional<GaveUp> parse_gave_up(const std::string& s, int world) {
   std::size_t at = 0;
   std::uint64_t f[3] = {};
   for (auto& x : f) {
     const auto sp = s.find(' ', at);
     const auto d = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(at, sp - at), 9);
-    if (!d) return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
+    if (!d) return std::nullopt;
     x = *d;
     at = sp + 1;
   }
-  const auto world = static_cast<std::uint64_t>(e.world_size());
-  if (f[1] >= world || f[2] >= world || (f[0] != static_cast<int>(ErrorCode::InvalidArgument) &&
-                                         f[0] != static_cast<int>(ErrorCode::Timeout)))
-    return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
-  int about = f[1] == static_cast<std::uint64_t>(e.rank()) ? static_cast<int>(f[2]) : static_cast<int>(f[1]);
-  std::string why = s.substr(at, 400);
-  if (f[0] == static_cast<int>(ErrorCode::Timeout)) why = with_own_diagnosis(e, c, why, &about);
-  return Error(static_cast<ErrorCode>(f[0]), fmt::format("{}: rank {} gave up on this call: {}", c.what, f[2], why),
-               about);
+  const auto w = static_cast<std::uint64_t>(world);
+  if (f[1] >= w || f[2] >= w ||
+      (f[0] != static_cast<int>(ErrorCode::InvalidArgument) && f[0] != static_cast<int>(ErrorCode::Timeout)))
+    return std::nullopt;
+  return GaveUp{static_cast<ErrorCode>(f[0]), static_cast<int>(f[1]), static_cast<int>(f[2]), s.substr(at, 400)};
+}
+
+std::optional<store::Bytes> try_read(Engine& e, const std::string& key) {
+  store::CallCap cap(Deadline::after(kStoreCallLimit));
+  try {
+    return e.store().try_get(key);
+  } catch (const Error&) {  // the store is gone: the engine's watchdog reports that
+    return std::nullopt;
+  }
+}
+
+// A peer's record of giving up on this call.
+std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
+  const auto v = try_read(e, gave_up_key(c));
+  if (!v) return std::nullopt;
+  const auto g = parse_gave_up(store::to_string(*v), e.world_size());
+  if (!g) return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
+  int about = g->named == e.rank() ? g->by : g->named;
+  std::string why = g->why;
+  if (g->code == ErrorCode::Timeout) why = with_own_diagnosis(e, c, why, &about);
+  return Error(g->code, fmt::format("{}: rank {} gave up on this call: {}", c.what, g->by, why), about);
+}
+
+// For a peer that left the job while this call waited on it: its record of
+// giving up on the group's previous call or the one before (a neighbour in a
+// pipelined plan runs a call or two ahead of a rank that gave up), whose
+// culprit is then this call's too. An older record says nothing about why
+// it left now.
+std::optional<Error> read_left_after_giving_up(Engine& e, const ExecCall& c, int peer) {
+  const auto v = try_read(e, gave_up_by_key(c.group->id, peer));
+  if (!v) return std::nullopt;
+  const std::string s = store::to_string(*v);
+  const auto sp = s.find(' ');
+  const auto seq = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(0, sp), 12);
+  if (!seq || *seq > c.seq || c.seq - *seq > 2) return std::nullopt;
+  const auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
+  if (!g || g->by != peer) return std::nullopt;
+  return Error(ErrorCode::PeerFailure,
+               fmt::format("{}: rank {} left the job after giving up on an earlier call: {}", c.what, peer, g->why),
+               g->named == e.rank() ? g->by : g->named);
 }
 
 // Where each of this rank's messages starts in its pair's fast box: the
@@ -464,7 +502,7 @@ struct Runner {
         for (Request* r : inflight_reqs)
           if (!r->done.load()) peers.push_back(r->peer);
         int behind = -1;
-        const std::string where = diagnose(e, call, &behind);
+        const std::string where = diagnose(e, call, &behind, peers);
         auto err = std::make_exception_ptr(Error(
             ErrorCode::Timeout,
             fmt::format("{} #{} timed out after {} ms waiting for rank(s) {}{}", call.what, call_number(call),
@@ -583,8 +621,16 @@ void execute(Engine& engine, const ExecCall& call) {
   }
   try {
     r.run();
-  } catch (...) {
+  } catch (const Error& x) {
     // Nothing of ours may stay posted: the requests die with the runner.
+    r.abandon(std::current_exception());
+    // A peer that left while we waited on it (or before we posted) may have
+    // given up first, on another rank's account: name that rank.
+    if (x.code() == ErrorCode::PeerFailure && x.peer() >= 0 && engine.left(x.peer()))
+      if (auto why = read_left_after_giving_up(engine, call, x.peer())) throw *why;
+    publish_gave_up(engine, call, std::current_exception());
+    throw;
+  } catch (...) {
     r.abandon(std::current_exception());
     publish_gave_up(engine, call, std::current_exception());
     throw;

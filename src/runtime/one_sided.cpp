@@ -574,7 +574,7 @@ struct OneSidedRunner {
     std::vector<int> peers;
     for (const Pending& p : pending) peers.push_back(w.world_rank(p.peer));
     int behind = -1;
-    const std::string where = diagnose(e, call, &behind);
+    const std::string where = diagnose(e, call, &behind, peers);
     throw Error(ErrorCode::Timeout,
                 fmt::format("{} #{} timed out after {} ms waiting for rank(s) {} (through the {} window; a rank that "
                             "passed other counts than this one may run the call as messages instead){}",

@@ -55,12 +55,20 @@ std::string size_text(std::uint64_t b) {
 }
 }  // namespace
 
-std::string describe_positions(const std::vector<Position>& ps, int* behind) {
+std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& waited_for) {
   // Ranks by the call they were last seen in, the furthest behind first.
   std::map<std::uint64_t, std::vector<const Position*>> by_call;
   for (const auto& p : ps) by_call[p.call].push_back(&p);
   *behind = -1;
-  if (by_call.size() > 1) *behind = by_call.begin()->second.front()->rank;
+  if (by_call.size() > 1) {
+    const auto& last = by_call.begin()->second;
+    *behind = last.front()->rank;
+    for (const Position* p : last)
+      if (std::find(waited_for.begin(), waited_for.end(), p->rank) != waited_for.end()) {
+        *behind = p->rank;
+        break;
+      }
+  }
   std::string out;
   for (auto it = by_call.begin(); it != by_call.end(); ++it) {
     std::vector<int> ranks;
@@ -95,13 +103,13 @@ void PositionPublisher::publish(Engine& e) {
   }
 }
 
-std::string diagnose(Engine& e, const ExecCall& c, int* behind) {
+std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {
   *behind = -1;
   store::CallCap cap(Deadline::after(kStoreCallLimit));  // all of it: publish and read
   try {
     PositionPublisher(c).publish(e);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
-    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind));
+    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind, waited_for));
   } catch (const Error& x) {
     // The store is frozen or gone: with it, most likely its host.
     if (x.code() != ErrorCode::Timeout && x.code() != ErrorCode::Store) return {};

@@ -70,12 +70,15 @@ std::optional<Position> parse_position(const std::string& v, int rank);
 std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks);
 // "rank 2 was last seen in all_reduce #418 (4 MiB); ranks 0, 1, 3 wait in
 // broadcast #419"; *behind gets the rank furthest behind (-1 when all are
-// in the same call).
-std::string describe_positions(const std::vector<Position>& ps, int* behind);
+// in the same call). Where several are as far behind, one of `waited_for`
+// (the ranks the caller's call waits on) if any is among them: ranks never
+// seen waiting may simply not have waited long yet, while the one waited on
+// is the likelier culprit.
+std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& waited_for = {});
 
 // For a call that timed out: publishes its own position, reads the others'
 // and returns " (positions: ...)", naming in *behind the rank furthest
 // behind, or -1. Never throws (the store may be gone).
-std::string diagnose(Engine& e, const ExecCall& c, int* behind);
+std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for = {});
 
 }  // namespace braid

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "src/runtime/executor.hpp"
+#include "src/runtime/positions.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -219,6 +220,29 @@ TEST_CASE("a timeout names each rank it waited for once", "[collectives][errors]
   CHECK(braid::rank_list({1, 1, 1, 1}) == "1");
   CHECK(braid::rank_list({3, 1, 3, 0}) == "0, 1, 3");
   CHECK(braid::rank_list({}).empty());
+}
+
+// The rank a timeout names from the positions: the one furthest behind, and
+// among several as far behind (never seen waiting, say: they may not have
+// waited long enough to publish) one the caller waited on. A stopped rank 3
+// was blamed as rank 0, the first of "ranks 0, 2, 3 have not been seen".
+TEST_CASE("a timeout's diagnosis prefers the rank it waited on among those furthest behind", "[collectives][errors]") {
+  std::vector<braid::Position> ps(4);
+  for (int r = 0; r < 4; ++r) ps[static_cast<std::size_t>(r)].rank = r;
+  ps[1].call = 464;
+  ps[1].what = "all_gather_into_tensor";
+  ps[1].bytes = 64;
+  int behind = -2;
+  const std::string text = braid::describe_positions(ps, &behind, {3});
+  CHECK(behind == 3);
+  CHECK(text.find("ranks 0, 2, 3 have not been seen") != std::string::npos);
+  braid::describe_positions(ps, &behind);
+  CHECK(behind == 0);  // no hint: the first of them
+  braid::describe_positions(ps, &behind, {1});
+  CHECK(behind == 0);  // the rank waited on is not behind: the first of those that are
+  for (auto& p : ps) p.call = 7;
+  braid::describe_positions(ps, &behind, {3});
+  CHECK(behind == -1);  // all in one call: nobody is behind
 }
 
 // The seed document's other mistake: rank 0 in all_reduce while the others

@@ -237,6 +237,49 @@ TEST_CASE("kill -9 at any moment leaves nothing of the job in /dev/shm", "[failu
 // Hang diagnosis: a rank that never comes to a collective (stuck outside
 // Braid, or stopped) is named by the others' timeouts as the one behind,
 // with where everyone is.
+// A rank that gave up on a call (a peer made no progress) and then left is
+// not the culprit for a neighbour already in the next call, waiting on it:
+// the one it waited on is (chaos: on tcp, 2 of 18 survivors of a stopped
+// rank named a rank that had timed out and left instead). Rank 1 takes part
+// in nothing after a first all_reduce; the first broadcast runs the chain
+// 0 -> 1 -> 2, so rank 0's small message leaves at once while rank 2 waits
+// on rank 1, times out and leaves; the second runs 2 -> 0 -> 1, so rank 0
+// waits on the rank that left.
+TEST_CASE("a rank that gave up and left is not named for the rank it waited on", "[failure]") {
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16, 1.0f);
+    braid::all_reduce(braid::tensor(v));  // everyone (on one host, this sets up the group's window)
+    if (rank == 1) {  // alive, but in no call: until the others are done
+      st.wait({"test/go"}, std::chrono::seconds(60));
+      return;
+    }
+    const braid::OpOptions ring{.algorithm = "ring"};
+    if (rank == 2) {
+      auto e = expect_error([&] { braid::broadcast(braid::tensor(v), 0, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"}); },
+                            ErrorCode::Timeout, "timed out");
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+      braid::destroy_process_group();
+      return;
+    }
+    braid::broadcast(braid::tensor(v), 0, ring);
+    try {
+      braid::broadcast(braid::tensor(v), 2, {.timeout = std::chrono::seconds(30), .algorithm = "ring"});
+      RANK_CHECK_MSG(false, "broadcast #2 succeeded without rank 2");
+    } catch (const braid::Error& e) {
+      const std::string what = e.what();
+      RANK_CHECK_MSG(e.peer() == 1, what);
+      RANK_CHECK_MSG(what.find("rank 2") != std::string::npos &&
+                         (what.find("gave up") != std::string::npos || what.find("giving up") != std::string::npos),
+                     what);
+    }
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a collective's timeout says who is where", "[failure][hang]") {
   auto res = run_ranks(4, [](int rank, int) {
     init_env();

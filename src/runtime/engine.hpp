@@ -157,6 +157,9 @@ class Engine final : public TransportHost {
   bool gone(int rank);
   // Said goodbye (destroy_process_group), failed or not.
   bool left(int rank);
+  // A rank on this host whose process is stopped (peers.hpp); false
+  // elsewhere or when the store cannot say (read capped at 1 s).
+  bool stopped(int rank);
   // The store key a rank sets as it leaves (teardown), before its process
   // exits: a peer that then sees the process gone knows it left, not died.
   static std::string goodbye_key(int rank) { return "bye/" + std::to_string(rank); }

@@ -286,6 +286,16 @@ void Engine::check_peer_alive(int peer) {
   throw_error(lk, [&] { return rank_error_locked(peer); });
 }
 
+bool Engine::stopped(int rank) {
+  store::CallCap cap(Deadline::after(Millis(1000)));
+  try {
+    const PeerRecord h = read_peer_record(*store_, rank, Millis(1000));
+    return h.host == host_id_ && process_stopped(h.pid);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 bool Engine::said_goodbye(int peer) {
   store::CallCap cap(Deadline::after(Millis(1000)));
   try {

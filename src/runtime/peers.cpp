@@ -39,6 +39,19 @@ bool process_gone(int pid) {
   return ::poll(&p, 1, 0) > 0;
 }
 
+bool process_stopped(int pid) {
+  if (pid <= 0) return false;
+  std::ifstream f(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  // "pid (comm) S ...": comm may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't';
+}
+
 std::string PeerRecord::address(const std::string& name) const {
   for (const auto& [n, a] : addresses)
     if (n == name) return a;

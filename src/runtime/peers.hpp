@@ -27,6 +27,10 @@ std::string host_identity();
 // Is process `pid` (on this host) gone? pidfd_open, so no pid-reuse race
 // once it is open.
 bool process_gone(int pid);
+// Is process `pid` (on this host) stopped (SIGSTOP, or a debugger's)? Its
+// state in /proc/<pid>/stat: a stopped rank publishes nothing, so a
+// diagnosis cannot otherwise tell it from a rank that has not waited long.
+bool process_stopped(int pid);
 
 struct PeerRecord {
   std::string host;  // host_identity() of its process

@@ -55,7 +55,7 @@ std::string size_text(std::uint64_t b) {
 }
 }  // namespace
 
-std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& waited_for) {
+std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer) {
   // Ranks by the call they were last seen in, the furthest behind first.
   std::map<std::uint64_t, std::vector<const Position*>> by_call;
   for (const auto& p : ps) by_call[p.call].push_back(&p);
@@ -63,11 +63,9 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
   if (by_call.size() > 1) {
     const auto& last = by_call.begin()->second;
     *behind = last.front()->rank;
-    for (const Position* p : last)
-      if (std::find(waited_for.begin(), waited_for.end(), p->rank) != waited_for.end()) {
-        *behind = p->rank;
-        break;
-      }
+    for (auto q = prefer.rbegin(); q != prefer.rend(); ++q)  // the first preferred wins
+      for (const Position* p : last)
+        if (p->rank == *q) *behind = p->rank;
   }
   std::string out;
   for (auto it = by_call.begin(); it != by_call.end(); ++it) {
@@ -109,7 +107,15 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
   try {
     PositionPublisher(c).publish(e);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
-    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind, waited_for));
+    // Among the ranks furthest behind, a stopped one (this host) is the
+    // likeliest cause, then one this call waited on.
+    std::uint64_t lowest = UINT64_MAX;
+    for (const auto& p : ps) lowest = std::min(lowest, p.call);
+    std::vector<int> prefer;
+    for (const auto& p : ps)
+      if (p.call == lowest && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
+    prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
+    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind, prefer));
   } catch (const Error& x) {
     // The store is frozen or gone: with it, most likely its host.
     if (x.code() != ErrorCode::Timeout && x.code() != ErrorCode::Store) return {};

@@ -70,11 +70,11 @@ std::optional<Position> parse_position(const std::string& v, int rank);
 std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks);
 // "rank 2 was last seen in all_reduce #418 (4 MiB); ranks 0, 1, 3 wait in
 // broadcast #419"; *behind gets the rank furthest behind (-1 when all are
-// in the same call). Where several are as far behind, one of `waited_for`
-// (the ranks the caller's call waits on) if any is among them: ranks never
-// seen waiting may simply not have waited long yet, while the one waited on
-// is the likelier culprit.
-std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& waited_for = {});
+// in the same call). Where several are as far behind, the first of
+// `prefer` that is among them (diagnose: a stopped process on this host,
+// then the ranks the call waited on): ranks never seen waiting may simply
+// not have waited long yet, or wait outside this group's collectives.
+std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer = {});
 
 // For a call that timed out: publishes its own position, reads the others'
 // and returns " (positions: ...)", naming in *behind the rank furthest

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <fmt/core.h>
 
 #include "src/runtime/context.hpp"
+#include "src/runtime/peers.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -278,6 +280,33 @@ TEST_CASE("a rank that gave up and left is not named for the rank it waited on",
   });
   INFO(describe(res));
   REQUIRE(all_ok(res));
+}
+
+// A timeout's diagnosis prefers a stopped process on this host among the
+// ranks furthest behind: it has to tell a stopped rank from one that simply
+// has not published a position.
+TEST_CASE("a stopped process is told from a running one", "[failure]") {
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  auto becomes = [&](bool stopped) {
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      if (braid::process_stopped(child) == stopped) return true;
+      sched_yield();
+    }
+    return false;
+  };
+  CHECK(becomes(false));
+  ::kill(child, SIGSTOP);
+  CHECK(becomes(true));
+  ::kill(child, SIGCONT);
+  CHECK(becomes(false));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  CHECK_FALSE(braid::process_stopped(child));  // reaped: no /proc entry
+  CHECK_FALSE(braid::process_stopped(-1));
 }
 
 TEST_CASE("a collective's timeout says who is where", "[failure][hang]") {

@@ -119,7 +119,8 @@ std::optional<Error> read_left_after_giving_up(Engine& e, const ExecCall& c, int
   const auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
   if (!g || g->by != peer) return std::nullopt;
   return Error(ErrorCode::PeerFailure,
-               fmt::format("{}: rank {} left the job after giving up on an earlier call: {}", c.what, peer, g->why),
+               fmt::format("{}: rank {} left the job after giving up on {}: {}", c.what, peer,
+                           *seq == c.seq ? "this call" : "an earlier call", g->why),
                g->named == e.rank() ? g->by : g->named);
 }
 

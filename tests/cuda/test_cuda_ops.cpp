@@ -661,6 +661,31 @@ int main() {
     std::printf("world %d: %s (%.1f s)\n", n, all_ok(res) ? "OK" : describe(res).c_str(), s);
     ok = ok && all_ok(res);
   }
+  // backend = "cuda" (issue 16): accepted where CUDA is usable; device
+  // tensors take the device path, host memory moves as under "auto".
+  {
+    auto res = run_ranks(2, [](int rank, int world) {
+      Rank r;
+      r.me = rank;
+      r.n = world;
+      r.members = {0, 1};
+      r.device = rank % bc::device_count();
+      bc::set_device(r.device);
+      bc::Stream stream;
+      r.stream = &stream;
+      init_env("cuda");
+      Host ones(DType::Float32, 1000);
+      for (int i = 0; i < 1000; ++i) ones.set(i, 1.0);
+      DBuf d = r.upload(ones, 1000);
+      braid::all_reduce(d.t(), ReduceOp::Sum, {.stream = r.s()});
+      check("all_reduce on backend cuda, device tensor", d.download(r.s()), 1000, [](std::int64_t) { return 2.0; });
+      std::vector<float> h(1000, static_cast<float>(rank + 1));
+      braid::all_reduce(braid::tensor(h));
+      RANK_CHECK(h[0] == 3.0f && h[999] == 3.0f);
+    }, {.timeout_s = 120, .env = {}});
+    std::printf("backend cuda, 2 ranks: %s\n", all_ok(res) ? "OK" : describe(res).c_str());
+    ok = ok && all_ok(res);
+  }
   std::printf("cuda ops: %s\n", ok ? "OK" : "FAILED");
   return ok ? 0 : 1;
 }

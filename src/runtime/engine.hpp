@@ -180,6 +180,10 @@ class Engine final : public TransportHost {
  private:
   // Whether `peer` set its goodbye key (store read, capped at 1 s).
   bool said_goodbye(int peer);
+  // A peer whose process is gone: left, if it said goodbye first (its
+  // pending receives fail saying so), else failed (logged, its groups
+  // poisoned). mu_ held.
+  void note_gone_locked(int peer, bool said_goodbye);
   // How often a long wait asks the store whether the job was aborted.
   static constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
   // How long an abandoned send already on the wire to a live peer may take

@@ -278,12 +278,14 @@ void Engine::check_peer_alive(int peer) {
   if (!dead) return;
   const bool left = said_goodbye(peer);
   std::unique_lock lk(mu_);
-  if (left) {
-    peer_left(peer);
-    throw Error(ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group)", peer), peer);
-  }
-  note_failure_locked(peer, "its process is gone (exited or killed)", true);
+  note_gone_locked(peer, left);
+  if (left) throw Error(ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group)", peer), peer);
   throw_error(lk, [&] { return rank_error_locked(peer); });
+}
+
+void Engine::note_gone_locked(int peer, bool said_goodbye) {
+  if (said_goodbye) peer_left(peer);
+  else note_failure_locked(peer, "its process is gone (exited or killed)", true);
 }
 
 bool Engine::stopped(int rank) {
@@ -330,10 +332,7 @@ void Engine::refresh_failures(const std::vector<int>& peers) {
   for (int p : dead)
     if (said_goodbye(p)) left.push_back(p);
   std::unique_lock lk(mu_);
-  for (int p : dead) {
-    if (std::find(left.begin(), left.end(), p) != left.end()) peer_left(p);
-    else note_failure_locked(p, "its process is gone (exited or killed)", true);
-  }
+  for (int p : dead) note_gone_locked(p, std::find(left.begin(), left.end(), p) != left.end());
   // Publishing also reads what the others logged.
   if (unpublished_.empty()) {
     while (publishing_) cv_.wait(lk);
@@ -475,8 +474,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     store_lost_locked(store_error);
   } else {
     apply_log_locked(entries);
-    if (dead_left) peer_left(dead);
-    else if (dead >= 0) note_failure_locked(dead, "its process is gone (exited or killed)", true);
+    if (dead >= 0) note_gone_locked(dead, dead_left);
   }
   cv_.notify_all();
 }

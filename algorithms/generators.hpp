@@ -57,6 +57,13 @@ Plan peer_read_scatter(const PlanArgs& args);
 Plan peer_read_alltoall(const PlanArgs& args);
 bool peer_read_alltoall_supports(const PlanArgs& args);
 Plan signal_barrier(const PlanArgs& args);
+Plan hierarchical_allreduce(const PlanArgs& args);
+Plan hierarchical_reducescatter(const PlanArgs& args);
+Plan hierarchical_allgather(const PlanArgs& args);
+Plan hierarchical_broadcast(const PlanArgs& args);
+Plan hierarchical_reduce(const PlanArgs& args);
+Plan hierarchical_barrier(const PlanArgs& args);
+bool hierarchical_offered(const PlanArgs& args);  // the group spans hosts
 // ---- end of generator declarations ----
 
 }  // namespace braid::plan

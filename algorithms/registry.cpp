@@ -57,6 +57,13 @@ std::vector<Algorithm> build_list() {
       {"peer_read", Collective::Scatter, peer_read_scatter, one_sided_only},
       {"peer_read", Collective::AllToAll, peer_read_alltoall, peer_read_alltoall_supports},
       {"signal", Collective::Barrier, signal_barrier, one_sided_only},
+      // host-aware (messages; inside hosts, then across, then inside):
+      {"hierarchical", Collective::AllReduce, hierarchical_allreduce, nullptr, true, hierarchical_offered},
+      {"hierarchical", Collective::ReduceScatter, hierarchical_reducescatter, nullptr, true, hierarchical_offered},
+      {"hierarchical", Collective::AllGather, hierarchical_allgather, nullptr, true, hierarchical_offered},
+      {"hierarchical", Collective::Broadcast, hierarchical_broadcast, nullptr, true, hierarchical_offered},
+      {"hierarchical", Collective::Reduce, hierarchical_reduce, nullptr, true, hierarchical_offered},
+      {"hierarchical", Collective::Barrier, hierarchical_barrier, nullptr, true, hierarchical_offered},
       // ---- end of algorithm list ----
   };
 }

@@ -3,6 +3,7 @@
 // right reason; the cost model's arithmetic and the algorithm choice.
 #include <catch2/catch.hpp>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -221,16 +222,133 @@ TEST_CASE("every registered algorithm verifies over sizes 1..64, roots and count
   report_failures(failures);
 }
 
-// Mutation check on the real algorithms: dropping any one message (its send
-// and its receive become empty local steps, so indices and deps stay valid)
-// must lose data or, for a barrier, knowledge, and the verifier must say so.
-TEST_CASE("dropping any one message of a registered algorithm is caught", "[verify][registry]") {
+// Drops the message rank r's step i sends: its send and its receive become
+// empty local steps, so indices and deps stay valid.
+static void drop_message(Plan& m, int r, std::size_t i) {
   auto neuter = [](Step& s) {
     s.kind = StepKind::Copy;
     s.peer = -1;
     s.src = out(0, 0);
     s.dst = out(0, 0);
   };
+  const Step s = m.ranks[static_cast<std::size_t>(r)].steps[i];
+  neuter(m.ranks[static_cast<std::size_t>(r)].steps[i]);
+  for (Step& t : m.ranks[static_cast<std::size_t>(s.peer)].steps)
+    if ((t.kind == StepKind::Recv || t.kind == StepKind::RecvReduce) && t.peer == r && t.slot == s.slot) neuter(t);
+}
+
+// Host layouts for the host-aware plans: even grids (hosts x ranks per host)
+// laid out in blocks and round-robin, uneven grids, up to 64 ranks.
+static std::vector<std::vector<int>> host_layouts() {
+  std::vector<std::vector<int>> layouts;
+  auto blocks = [](std::vector<int> sizes) {
+    std::vector<int> of;
+    for (std::size_t h = 0; h < sizes.size(); ++h) of.insert(of.end(), static_cast<std::size_t>(sizes[h]), static_cast<int>(h));
+    return of;
+  };
+  for (int hosts : {1, 2, 3, 4, 8})
+    for (int per : {1, 2, 3, 4, 8})
+      if (hosts * per <= 64) {
+        layouts.push_back(blocks(std::vector<int>(static_cast<std::size_t>(hosts), per)));
+        std::vector<int> rr;  // round-robin: rank r on host r mod hosts
+        for (int r = 0; r < hosts * per; ++r) rr.push_back(r % hosts);
+        if (hosts > 1 && per > 1) layouts.push_back(rr);
+      }
+  layouts.push_back(blocks({16, 16, 16, 16}));
+  layouts.push_back(blocks({8, 8, 8, 8, 8, 8, 8, 8}));
+  for (std::vector<int> sizes : std::vector<std::vector<int>>{{3, 1}, {1, 4, 2}, {5, 3, 8}, {2, 2, 1, 7}, {7, 1, 1, 1, 2}, {30, 34}})
+    layouts.push_back(blocks(sizes));
+  layouts.push_back({1, 0, 2, 1, 1, 0, 2});  // hosts named out of order, uneven
+  return layouts;
+}
+
+TEST_CASE("host-aware algorithms verify on host grids up to 64 ranks, uneven and interleaved ones included",
+          "[verify][hosts]") {
+  int plans = 0;
+  std::vector<std::string> failures;
+  for (const Algorithm& alg : algorithms()) {
+    if (std::string(alg.name) != "hierarchical") continue;
+    for (const std::vector<int>& layout : host_layouts()) {
+      const int n = static_cast<int>(layout.size());
+      for (int root : roots_for(alg.coll, n)) {
+        for (const Case& cs : cases_for(n)) {
+          PlanArgs args = make_args(alg.coll, n, alg.coll == Collective::Barrier ? 0 : cs.count, root, cs.elem_size);
+          args.topology.host_of = layout;
+          if (auto e = check_one(alg, args); !e.empty())
+            failures.push_back(fmt::format("hosts {}: {}", fmt::join(layout, ","), e));
+          ++plans;
+          if (alg.coll == Collective::Barrier) break;
+        }
+      }
+    }
+  }
+  INFO(fmt::format("{} hierarchical plans", plans));
+  CHECK(plans > 1000);
+  report_failures(failures);
+  // And the verifier sees what they do across hosts: dropping any one
+  // message of a 3-host uneven layout loses data (or, for the barrier,
+  // knowledge).
+  int mutants = 0;
+  for (const Algorithm& alg : algorithms()) {
+    if (std::string(alg.name) != "hierarchical") continue;
+    PlanArgs args = make_args(alg.coll, 6, alg.coll == Collective::Barrier ? 0 : 17, 4);
+    args.topology.host_of = {0, 0, 1, 2, 2, 2};
+    const Plan plan = alg.build(args);
+    REQUIRE(verify(plan).ok);
+    for (int r = 0; r < 6; ++r)
+      for (std::size_t i = 0; i < plan.ranks[static_cast<std::size_t>(r)].steps.size(); ++i) {
+        const Step& s = plan.ranks[static_cast<std::size_t>(r)].steps[i];
+        if (s.kind != StepKind::Send || (s.src.count == 0 && alg.coll != Collective::Barrier)) continue;
+        Plan m = plan;
+        drop_message(m, r, i);
+        INFO(fmt::format("{} / hierarchical: dropped rank {} step {}", collective_name(alg.coll), r, i));
+        CHECK_FALSE(verify(m).ok);
+        ++mutants;
+      }
+  }
+  CHECK(mutants > 100);
+}
+
+TEST_CASE("hierarchical all_reduce crosses hosts with S bytes per host for two hosts, a flat ring with 2S",
+          "[verify][hosts]") {
+  // Counts what leaves each host: the property the two-level plan exists for.
+  PlanArgs a = make_args(Collective::AllReduce, 8, 1 << 20, 0, 4);
+  a.topology.host_of = {0, 0, 0, 0, 1, 1, 1, 1};
+  auto crossing = [&](const Plan& p) {
+    std::vector<std::int64_t> per_host(2, 0);
+    for (int r = 0; r < 8; ++r)
+      for (const Step& s : p.ranks[static_cast<std::size_t>(r)].steps)
+        if (s.kind == StepKind::Send && a.topology.host_of[static_cast<std::size_t>(s.peer)] != a.topology.host_of[static_cast<std::size_t>(r)])
+          per_host[static_cast<std::size_t>(a.topology.host_of[static_cast<std::size_t>(r)])] += s.src.count * 4;
+    return per_host;
+  };
+  const std::int64_t S = (1 << 20) * 4;
+  const auto hier = crossing(find_algorithm(Collective::AllReduce, "hierarchical")->build(a));
+  CHECK(hier[0] == S);
+  CHECK(hier[1] == S);
+  // And every local rank carries its share: each sends S/4 across.
+  const Plan p = find_algorithm(Collective::AllReduce, "hierarchical")->build(a);
+  for (int r = 0; r < 8; ++r) {
+    std::int64_t out_bytes = 0;
+    for (const Step& s : p.ranks[static_cast<std::size_t>(r)].steps)
+      if (s.kind == StepKind::Send && a.topology.host_of[static_cast<std::size_t>(s.peer)] != a.topology.host_of[static_cast<std::size_t>(r)])
+        out_bytes += s.src.count * 4;
+    CHECK(out_bytes == S / 4);
+  }
+  const auto ring = crossing(find_algorithm(Collective::AllReduce, "ring")->build(a));
+  CHECK(ring[0] == S * 7 / 4);  // the flat ring: 2(n-1)/n of S leaves each host, 1.75 S at 8 ranks
+  // Offered only where the group spans hosts.
+  CHECK(find_algorithm(Collective::AllReduce, "hierarchical")->offered(a));
+  a.topology.host_of = {0, 0, 0, 0, 0, 0, 0, 0};
+  CHECK_FALSE(find_algorithm(Collective::AllReduce, "hierarchical")->offered(a));
+  a.topology.host_of.clear();
+  CHECK_FALSE(find_algorithm(Collective::AllReduce, "hierarchical")->offered(a));
+}
+
+// Mutation check on the real algorithms: dropping any one message (its send
+// and its receive become empty local steps, so indices and deps stay valid)
+// must lose data or, for a barrier, knowledge, and the verifier must say so.
+TEST_CASE("dropping any one message of a registered algorithm is caught", "[verify][registry]") {
   int mutants = 0;
   for (const Algorithm& alg : algorithms()) {
     for (int n : {5, 8}) {
@@ -244,9 +362,7 @@ TEST_CASE("dropping any one message of a registered algorithm is caught", "[veri
           const Step& s = steps[i];
           if (s.kind != StepKind::Send || (s.src.count == 0 && alg.coll != Collective::Barrier)) continue;
           Plan m = plan;
-          neuter(m.ranks[static_cast<std::size_t>(r)].steps[i]);
-          for (Step& t : m.ranks[static_cast<std::size_t>(s.peer)].steps)
-            if ((t.kind == StepKind::Recv || t.kind == StepKind::RecvReduce) && t.peer == r && t.slot == s.slot) neuter(t);
+          drop_message(m, r, i);
           INFO(fmt::format("{} / {} nranks={}: dropped the message rank {} step {} sends", collective_name(alg.coll),
                            alg.name, n, r, i));
           CHECK_FALSE(verify(m).ok);
@@ -584,7 +700,7 @@ TEST_CASE("choose: forced names are honoured, unknown names list the valid ones"
       for (const auto& n : names) CHECK_THAT(e.what(), Catch::Contains(n));
     }
     if (names.empty()) continue;
-    // Unforced: the minimum predicted time among the supporting algorithms.
+    // Unforced: the minimum predicted time among the algorithms offered.
     for (int n : {2, 7, 16}) {
       for (std::int64_t count : {1, 100000}) {
         const auto args = make_args(coll, n, coll == Collective::Barrier ? 0 : count);
@@ -593,7 +709,7 @@ TEST_CASE("choose: forced names are honoured, unknown names list the valid ones"
         CHECK(best->coll == coll);
         const double t_best = predict_seconds(best->build(args), kTcpLoopback);
         for (const Algorithm& a : algorithms())
-          if (a.coll == coll && (!a.supports || a.supports(args)))
+          if (a.coll == coll && a.automatic && (!a.supports || a.supports(args)) && (!a.offered || a.offered(args)))
             CHECK(t_best <= predict_seconds(a.build(args), kTcpLoopback));
       }
     }

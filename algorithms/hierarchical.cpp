@@ -1,0 +1,384 @@
+// Hierarchical (two-level) algorithms: work inside each host first, over
+// the host's fast links (shared memory), and cross hosts with the least
+// traffic, split over every rank of the host, so that all of them carry a
+// share of the inter-host bytes at once.
+//
+// AllReduce of S bytes on H hosts (the classic two-level reduce-scatter /
+// all-reduce / all-gather):
+//   1. inside each host, reduce-scatter: the count is cut into K blocks (K =
+//      the most ranks any host has); block k is reduced into its owner on
+//      each host, local rank k mod (ranks of the host);
+//   2. across hosts, the owners of block k (one per host) all-reduce it with
+//      a ring: each host sends 2(H-1)/H of S in all, S for two hosts, where
+//      a flat ring over every rank sends 2S per host for two hosts;
+//   3. inside each host, each owner hands its final block to the others.
+// ReduceScatter, AllGather, Broadcast and Reduce follow the same shape
+// (inside, across, inside); Barrier gathers each host to its first rank,
+// runs a dissemination barrier among those, and releases each host.
+//
+// Large calls are cut into a few slices that run the whole scheme each,
+// with no deps between slices, so one slice crosses hosts while the next is
+// still reduced inside them. Every step and its matching receive are
+// emitted together, so the builder's slot numbering pairs them whatever
+// order the phases interleave in. Empty pieces are left out on both sides.
+//
+// Plans are correct for every layout (Topology::host_of, hosts.hpp): with
+// the layout unknown or one host, only the inside phases remain; with one
+// rank per host, only the crossing. The automatic choice offers them only
+// where the group spans hosts, and prices them per link (cost_model.hpp).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "algorithms/builder.hpp"
+#include "algorithms/generators.hpp"
+#include "algorithms/hosts.hpp"
+
+namespace braid::plan {
+namespace {
+
+// Each slice of a large call carries about this much per block, so that a
+// slice's crossing (the slowest link) overlaps the next slice's inside
+// work; at most kMaxSlices bound the plan's size.
+constexpr std::int64_t kSliceBytes = 1 << 20;
+constexpr std::int64_t kMaxSlices = 8;
+
+std::int64_t num_slices(const PlanArgs& a, std::int64_t count, int blocks) {
+  const auto elem = std::max<std::int64_t>(1, static_cast<std::int64_t>(a.elem_size));
+  const std::int64_t per_slice = std::max<std::int64_t>(1, kSliceBytes / elem) * std::max(blocks, 1);
+  return std::clamp<std::int64_t>((count + per_slice - 1) / per_slice, 1, kMaxSlices);
+}
+
+int send_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.send(r, peer, s, std::move(deps)) : -1;
+}
+// The receive that matches a send_piece, emitted right after it.
+int recv_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.recv(r, peer, s, std::move(deps)) : -1;
+}
+int recv_reduce_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.recv_reduce(r, peer, s, std::move(deps)) : -1;
+}
+// A chain's last step: `step` where one was emitted, else what it was.
+int after(int step, int before) { return step >= 0 ? step : before; }
+
+// The ring all-reduce of Output `blk` among `owners` (one rank per host),
+// whose step `ready[i]` (or -1) must precede any use of it at owners[i].
+// Returns, per owner, the steps after which its copy of blk is final.
+std::vector<Deps> ring_across(PlanBuilder& b, const std::vector<int>& owners, Span blk, const std::vector<int>& ready) {
+  const int h = static_cast<int>(owners.size());
+  std::vector<Deps> done(static_cast<std::size_t>(h));
+  if (h == 1) {
+    done[0] = {ready[0]};
+    return done;
+  }
+  auto sub = [&](int j) {
+    const Block s = block(blk.count, h, ((j % h) + h) % h);
+    return out(blk.offset + s.offset, s.count);
+  };
+  auto at = [&](int i) { return static_cast<std::size_t>(((i % h) + h) % h); };
+  std::vector<int> got(ready);  // per owner: the last step that wrote its copy
+  std::vector<std::vector<int>> rs_sent(static_cast<std::size_t>(h), std::vector<int>(static_cast<std::size_t>(h), -1));
+  // Reduce-scatter: at step s owner i sends sub i-s and owner i+1 reduces it
+  // into its copy; afterwards owner i holds sub i+1 reduced over all hosts.
+  for (int s = 0; s < h - 1; ++s) {
+    std::vector<int> sent(static_cast<std::size_t>(h));
+    for (int i = 0; i < h; ++i) sent[at(i)] = send_piece(b, owners[at(i)], owners[at(i + 1)], sub(i - s), {got[at(i)]});
+    for (int i = 0; i < h; ++i) {
+      rs_sent[at(i)][static_cast<std::size_t>(s)] = sent[at(i)];
+      // Owner i+1 has not sent sub i-s yet (it sends sub i+1-s' at step s'):
+      // only its own earlier writes, the chain in got, come first.
+      int& g = got[at(i + 1)];
+      g = after(recv_reduce_piece(b, owners[at(i + 1)], owners[at(i)], sub(i - s), {g}), g);
+    }
+  }
+  for (int i = 0; i < h; ++i) done[at(i)].push_back(got[at(i)]);
+  // All-gather: at step s owner i forwards sub i+1-s; owner i+1 overwrites
+  // its copy of that sub once its own reduce-scatter send of it is done.
+  std::vector<int> ag(got);
+  for (int s = 0; s < h - 1; ++s) {
+    std::vector<int> sent(static_cast<std::size_t>(h));
+    for (int i = 0; i < h; ++i) sent[at(i)] = send_piece(b, owners[at(i)], owners[at(i + 1)], sub(i + 1 - s), {ag[at(i)]});
+    for (int i = 0; i < h; ++i) {
+      const int r = recv_piece(b, owners[at(i + 1)], owners[at(i)], sub(i + 1 - s),
+                               {rs_sent[at(i + 1)][static_cast<std::size_t>(s)]});
+      ag[at(i + 1)] = after(r, ag[at(i + 1)]);
+      done[at(i + 1)].push_back(r);
+    }
+  }
+  return done;
+}
+
+}  // namespace
+
+Plan hierarchical_allreduce(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int n = args.nranks, nh = hs.count(), k_blocks = hs.largest();
+  const std::int64_t slices = num_slices(args, args.count, k_blocks);
+  const auto nk = static_cast<std::size_t>(k_blocks);
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(args.count, slices, sl);
+    auto blk = [&](int k) {
+      const Block kb = block(range.count, k_blocks, k);
+      return out(range.offset + kb.offset, kb.count);
+    };
+    // Per block, per host: the owner's last inside reduction; per block, per
+    // rank: its inside send, which the final receive must follow.
+    std::vector<std::vector<int>> ready(nk, std::vector<int>(static_cast<std::size_t>(nh), -1));
+    std::vector<std::vector<int>> sent_in(nk, std::vector<int>(static_cast<std::size_t>(n), -1));
+    // The inside phases visit blocks in a rotation (rank i starts with block
+    // i+1), so that at each turn every owner receives from one rank, not
+    // all ranks from the first owner at once.
+    auto rotation = [&](auto&& visit) {
+      for (int t = 1; t < k_blocks; ++t)
+        for (int h = 0; h < nh; ++h)
+          for (int r : hs.members[static_cast<std::size_t>(h)]) {
+            const int k = (hs.local[static_cast<std::size_t>(r)] + t) % k_blocks;
+            if (hs.member(h, k) != r && blk(k).count > 0) visit(h, r, k);
+          }
+    };
+    // 1. Inside: every rank sends block k to its host's owner of it, which
+    //    reduces the arrivals one after another.
+    rotation([&](int h, int r, int k) {
+      sent_in[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)] = b.send(r, hs.member(h, k), blk(k));
+      int& rd = ready[static_cast<std::size_t>(k)][static_cast<std::size_t>(h)];
+      rd = b.recv_reduce(hs.member(h, k), r, blk(k), {rd});
+    });
+    // 2. Across: the owners of block k (one per host) all-reduce it.
+    std::vector<std::vector<Deps>> final_at(nk);
+    for (int k = 0; k < k_blocks; ++k) {
+      if (blk(k).count == 0) continue;
+      std::vector<int> owners;
+      for (int h = 0; h < nh; ++h) owners.push_back(hs.member(h, k));
+      final_at[static_cast<std::size_t>(k)] = ring_across(b, owners, blk(k), ready[static_cast<std::size_t>(k)]);
+    }
+    // 3. Inside: each owner hands its final block to the rest of its host.
+    rotation([&](int h, int r, int k) {
+      const int owner = hs.member(h, k);
+      b.send(owner, r, blk(k), final_at[static_cast<std::size_t>(k)][static_cast<std::size_t>(h)]);
+      b.recv(r, owner, blk(k), {sent_in[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)]});
+    });
+  }
+  return b.finish();
+}
+
+// ReduceScatter: block d (Input[d*c, (d+1)*c)) must end reduced in rank d's
+// Output. On each host the rank with d's local index (mod the host's size)
+// gathers and reduces the host's share of block d; across hosts, those
+// partial sums go straight to d, which adds them to its own host's sum.
+// Each host sends (n - its ranks) * c elements across, the least possible.
+Plan hierarchical_reducescatter(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int n = args.nranks, nh = hs.count();
+  const std::int64_t c = args.count;
+  const std::int64_t slices = num_slices(args, c, 1);
+  // Scratch: one block of c per foreign block a rank carries, in order.
+  std::vector<std::vector<int>> carried(static_cast<std::size_t>(n), std::vector<int>(static_cast<std::size_t>(n), -1));
+  for (int d = 0; d < n; ++d)
+    for (int h = 0; h < nh; ++h) {
+      const int carrier = hs.member(h, hs.local[static_cast<std::size_t>(d)]);
+      if (carrier == d) continue;
+      auto& mine = carried[static_cast<std::size_t>(carrier)];
+      const auto slot = static_cast<int>(std::count_if(mine.begin(), mine.end(), [](int s) { return s >= 0; }));
+      mine[static_cast<std::size_t>(d)] = slot;
+      b.need_scratch(carrier, (slot + 1) * c);
+    }
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(c, slices, sl);
+    if (range.count == 0) continue;
+    for (int d = 0; d < n; ++d) {
+      const int home = hs.host[static_cast<std::size_t>(d)];
+      const Span src = in(static_cast<std::int64_t>(d) * c + range.offset, range.count);
+      int total = -1;  // d's chain of writes into its Output
+      std::vector<int> partial(static_cast<std::size_t>(nh), -1), carrier_of(static_cast<std::size_t>(nh));
+      for (int h = 0; h < nh; ++h) {
+        const int carrier = hs.member(h, hs.local[static_cast<std::size_t>(d)]);
+        carrier_of[static_cast<std::size_t>(h)] = carrier;
+        const int slot = carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
+        const Span acc = carrier == d ? out(range.offset, range.count)
+                                      : scratch(static_cast<std::int64_t>(slot) * c + range.offset, range.count);
+        int& chain = carrier == d ? total : partial[static_cast<std::size_t>(h)];
+        chain = b.copy(carrier, src, acc, {chain});
+        for (int r : hs.members[static_cast<std::size_t>(h)]) {
+          if (r == carrier) continue;
+          b.send(r, carrier, src);
+          chain = b.recv_reduce(carrier, r, acc, {chain});
+        }
+      }
+      for (int h = 0; h < nh; ++h) {
+        if (h == home) continue;
+        const int carrier = carrier_of[static_cast<std::size_t>(h)];
+        const int slot = carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
+        b.send(carrier, d, scratch(static_cast<std::int64_t>(slot) * c + range.offset, range.count),
+               {partial[static_cast<std::size_t>(h)]});
+        total = b.recv_reduce(d, carrier, out(range.offset, range.count), {total});
+      }
+    }
+  }
+  return b.finish();
+}
+
+// AllGather: rank r's block crosses to each other host once, to the rank
+// there with r's local index (mod its size), and is then shared inside
+// every host by the rank that has it. Each host sends (its ranks) * c * (H-1)
+// elements across, the least possible.
+Plan hierarchical_allgather(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int n = args.nranks, nh = hs.count();
+  const std::int64_t c = args.count;
+  const std::int64_t slices = num_slices(args, c, 1);
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(c, slices, sl);
+    if (range.count == 0) continue;
+    for (int q = 0; q < n; ++q) {
+      const Span blk = out(static_cast<std::int64_t>(q) * c + range.offset, range.count);
+      for (int h = 0; h < nh; ++h) {
+        // Who has block q on host h, and from which step on.
+        int holder = q, arrived = -1;
+        if (h != hs.host[static_cast<std::size_t>(q)]) {
+          holder = hs.member(h, hs.local[static_cast<std::size_t>(q)]);
+          b.send(q, holder, blk);
+          arrived = b.recv(holder, q, blk);
+        }
+        for (int r : hs.members[static_cast<std::size_t>(h)]) {
+          if (r == holder) continue;
+          b.send(holder, r, blk, {arrived});
+          b.recv(r, holder, blk);
+        }
+      }
+    }
+  }
+  return b.finish();
+}
+
+// Broadcast: the root's host cuts the data into one piece per rank there
+// (the root scatters them); each piece travels host to host along a chain
+// that starts at the root's host, carried by the rank with the piece's
+// index (mod the host's size); every host then shares its pieces inside.
+// Each host receives the data across once and forwards it once.
+Plan hierarchical_broadcast(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int nh = hs.count(), root = args.root;
+  const int home = hs.host[static_cast<std::size_t>(root)];
+  const int pieces = hs.size(home);
+  const std::int64_t slices = num_slices(args, args.count, pieces);
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(args.count, slices, sl);
+    for (int j = 0; j < pieces; ++j) {
+      const Block pb = block(range.count, pieces, j);
+      const Span piece = out(range.offset + pb.offset, pb.count);
+      if (piece.count == 0) continue;
+      int prev = root, has = -1;  // the piece's holder so far, and its arrival step there
+      for (int step = 0; step < nh; ++step) {
+        const int h = (home + step) % nh;
+        const int holder = hs.member(h, j);
+        if (holder != prev) {
+          b.send(prev, holder, piece, {has});
+          has = b.recv(holder, prev, piece);
+        }
+        prev = holder;
+        for (int r : hs.members[static_cast<std::size_t>(h)]) {
+          if (r == holder || r == root) continue;
+          b.send(holder, r, piece, {has});
+          b.recv(r, holder, piece);
+        }
+      }
+    }
+  }
+  return b.finish();
+}
+
+// Reduce: the mirror of Broadcast. Every host reduces piece j (one per rank
+// of the root's host) into its rank with index j (mod its size); the partial
+// sums flow host to host along a chain that ends at the root's host, each
+// host adding its own; the root's host then gathers the pieces to the root.
+Plan hierarchical_reduce(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int n = args.nranks, nh = hs.count(), root = args.root;
+  const int home = hs.host[static_cast<std::size_t>(root)];
+  const int pieces = hs.size(home);
+  const std::int64_t slices = num_slices(args, args.count, pieces);
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(args.count, slices, sl);
+    for (int j = 0; j < pieces; ++j) {
+      const Block pb = block(range.count, pieces, j);
+      const Span piece = out(range.offset + pb.offset, pb.count);
+      if (piece.count == 0) continue;
+      std::vector<int> sent_in(static_cast<std::size_t>(n), -1);
+      int prev = -1, prev_done = -1;  // the chain's holder on the host before, and its last write
+      for (int step = 1; step <= nh; ++step) {
+        const int h = (home + step) % nh;  // the root's host comes last
+        const int holder = hs.member(h, j);
+        int chain = -1;
+        for (int r : hs.members[static_cast<std::size_t>(h)]) {
+          if (r == holder) continue;
+          sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, piece);
+          chain = b.recv_reduce(holder, r, piece, {chain});
+        }
+        if (prev >= 0) {
+          b.send(prev, holder, piece, {prev_done});
+          chain = b.recv_reduce(holder, prev, piece, {chain});
+        }
+        prev = holder;
+        prev_done = chain;
+      }
+      // prev is the root's host's holder of piece j.
+      if (prev != root) {
+        b.send(prev, root, piece, {prev_done});
+        b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
+      }
+    }
+  }
+  return b.finish();
+}
+
+// Barrier: each host's ranks report to its first rank; those run a
+// dissemination barrier (dissemination.cpp) among themselves once they have
+// heard their whole host; then each releases its host. Inside a host this
+// costs two fast hops instead of log2(n) rounds that may cross hosts.
+Plan hierarchical_barrier(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical");
+  const Hosts hs = hosts_of(args);
+  const int nh = hs.count();
+  const Span nothing = out(0, 0);
+  std::vector<int> heard(static_cast<std::size_t>(nh), -1);  // per leader: its last receive
+  std::vector<int> leaders(static_cast<std::size_t>(nh));
+  for (int h = 0; h < nh; ++h) {
+    const int leader = hs.members[static_cast<std::size_t>(h)][0];
+    leaders[static_cast<std::size_t>(h)] = leader;
+    for (int r : hs.members[static_cast<std::size_t>(h)]) {
+      if (r == leader) continue;
+      b.send(r, leader, nothing);
+      heard[static_cast<std::size_t>(h)] = b.recv(leader, r, nothing, {heard[static_cast<std::size_t>(h)]});
+    }
+  }
+  for (int d = 1; d < nh; d *= 2) {
+    // Every leader's send of this round carries what it heard before it.
+    for (int i = 0; i < nh; ++i)
+      b.send(leaders[static_cast<std::size_t>(i)], leaders[static_cast<std::size_t>((i + d) % nh)], nothing,
+             {heard[static_cast<std::size_t>(i)]});
+    for (int i = 0; i < nh; ++i) {
+      const int to = (i + d) % nh;
+      int& h = heard[static_cast<std::size_t>(to)];
+      h = b.recv(leaders[static_cast<std::size_t>(to)], leaders[static_cast<std::size_t>(i)], nothing, {h});
+    }
+  }
+  for (int h = 0; h < nh; ++h) {
+    const int leader = leaders[static_cast<std::size_t>(h)];
+    for (int r : hs.members[static_cast<std::size_t>(h)]) {
+      if (r == leader) continue;
+      b.send(leader, r, nothing, {heard[static_cast<std::size_t>(h)]});
+      b.recv(r, leader, nothing, {b.last(r)});
+    }
+  }
+  return b.finish();
+}
+
+bool hierarchical_offered(const PlanArgs& args) { return several_hosts(args); }
+
+}  // namespace braid::plan

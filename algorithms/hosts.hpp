@@ -1,0 +1,63 @@
+// Hosts: the group's ranks grouped by host, as host-aware plans read them
+// from Topology::host_of. Ranks need not be contiguous per host (a job laid
+// out round-robin puts ranks 0 and 2 on one host), and hosts may hold
+// different numbers of ranks (an uneven grid).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "algorithms/plan.hpp"
+
+namespace braid::plan {
+
+struct Hosts {
+  std::vector<std::vector<int>> members;  // per host (in order of first rank), its group ranks ascending
+  std::vector<int> host;                  // per group rank: index into members
+  std::vector<int> local;                 // per group rank: its index in members[host]
+
+  int count() const { return static_cast<int>(members.size()); }
+  int size(int h) const { return static_cast<int>(members[static_cast<std::size_t>(h)].size()); }
+  // The rank of host h that stands for local index i where hosts differ in
+  // size: local index i mod the host's size.
+  int member(int h, int i) const {
+    const auto& m = members[static_cast<std::size_t>(h)];
+    return m[static_cast<std::size_t>(i % static_cast<int>(m.size()))];
+  }
+  int largest() const {
+    int l = 0;
+    for (const auto& m : members) l = std::max(l, static_cast<int>(m.size()));
+    return l;
+  }
+};
+
+// An empty or malformed host_of means "unknown": every rank on one host.
+inline Hosts hosts_of(const PlanArgs& a) {
+  const int n = a.nranks;
+  const auto& of = a.topology.host_of;
+  const bool known = of.size() == static_cast<std::size_t>(n);
+  Hosts hs;
+  hs.host.resize(static_cast<std::size_t>(n));
+  hs.local.resize(static_cast<std::size_t>(n));
+  std::vector<int> ids;  // host_of's value for each host index
+  for (int r = 0; r < n; ++r) {
+    const int id = known ? of[static_cast<std::size_t>(r)] : 0;
+    auto it = std::find(ids.begin(), ids.end(), id);
+    if (it == ids.end()) {
+      ids.push_back(id);
+      hs.members.emplace_back();
+      it = ids.end() - 1;
+    }
+    const auto h = static_cast<std::size_t>(it - ids.begin());
+    hs.host[static_cast<std::size_t>(r)] = static_cast<int>(h);
+    hs.local[static_cast<std::size_t>(r)] = static_cast<int>(hs.members[h].size());
+    hs.members[h].push_back(r);
+  }
+  return hs;
+}
+
+// Whether the group spans at least two hosts.
+inline bool several_hosts(const PlanArgs& a) { return hosts_of(a).count() > 1; }
+
+}  // namespace braid::plan

@@ -88,11 +88,16 @@ class Simulator {
       const double b = bytes(s.src.count);
       double& out_port = send_port_[static_cast<std::size_t>(e.rank)];
       double& in_port = recv_port_[static_cast<std::size_t>(rcv.rank)];
-      const double start = std::max({e.time, out_port, in_port});
+      double start = std::max({e.time, out_port, in_port});
       const CostParams& l = link(e.rank, rcv.rank);
+      // Across hosts the ranks of a host share its link: the bytes also
+      // hold the sending host's way out and the receiving host's way in.
+      const bool crosses = hosts_ && host(e.rank) != host(rcv.rank);
+      if (crosses) start = std::max({start, nic_out_[host(e.rank)], nic_in_[host(rcv.rank)]});
       const double arrive = start + (boxed_ ? l.fastbox_alpha_s : l.alpha_s) +
                             (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
       out_port = in_port = arrive;
+      if (crosses) nic_out_[host(e.rank)] = nic_in_[host(rcv.rank)] = start + l.beta_s_per_byte * b;
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
       complete(e.rank, e.step, arrive);
       complete(rcv.rank, rcv.step, arrive + (reduces ? c_.gamma_s_per_byte * b : 0.0));
@@ -243,8 +248,9 @@ class Simulator {
   // The costs between ranks a and b (a local step: a == b, or b < 0).
   const CostParams& link(int a, int b) const {
     if (!hosts_ || b < 0 || a == b) return c_;
-    return (*hosts_)[static_cast<std::size_t>(a)] == (*hosts_)[static_cast<std::size_t>(b)] ? c_ : remote_;
+    return host(a) == host(b) ? c_ : remote_;
   }
+  int host(int r) const { return (*hosts_)[static_cast<std::size_t>(r)]; }
 
   const Plan& p_;
   const CostParams& c_;       // on one host (and every local step)
@@ -261,6 +267,7 @@ class Simulator {
   std::vector<char> is_ready_;
   std::vector<std::vector<int>> dependents_;
   std::vector<double> send_port_, recv_port_;  // time each port is next free
+  std::unordered_map<int, double> nic_out_, nic_in_;  // per host id: when its link is next free each way
   std::vector<double> cpu_port_;               // one-sided plans: when each rank's CPU is next free
   std::vector<double> signaled_at_;            // per Signal: when it was issued (-1: not yet)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;

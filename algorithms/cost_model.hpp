@@ -7,7 +7,9 @@
 // starting once both its Send and its Recv are ready (the verifier's
 // rendezvous rule) and both ports are free, in order of readiness. The Send
 // finishes when the message arrives; a Recv then, a RecvReduce gamma*bytes
-// later. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
+// later. A message between hosts also holds, for beta*bytes, the sending
+// host's link out and the receiving host's link in: the ranks of a host
+// share its network link. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
 // local work is not serialised against other local work (kept so as not to
 // move the message algorithms' choices).
 //

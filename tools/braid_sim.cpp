@@ -36,12 +36,13 @@ using braid::plan::Collective;
 
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
-    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
+    "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
     "                 [--link-latency-ns N] [--link-mbps M] [--verify]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
-    "                 [--backend tcp|shm|verbs] [--one-host] [--shared-cpus]\n"
+    "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
     "--backend verbs: RDMA between every pair (one-sided algorithms over READ and WRITE)\n"
+    "--backend auto: as the runtime's default: shared memory inside a host, TCP between hosts\n"
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "--hosts H [--link-latency-ns N] [--link-mbps M]: ranks in H blocks of hosts; pairs within a host at\n"
     "  the backend's costs, pairs across at the link's (default: the backend's; as BRAID_LINK_* at run time)\n"
@@ -73,6 +74,7 @@ struct Options {
   bool one_host = false;  // PlanArgs::topology.one_host
   bool rdma = false;      // PlanArgs::topology.rdma (--backend verbs)
   bool shared_cpus = false;  // PlanArgs::topology.shared_cpus
+  bool host_shares_memory = false;  // PlanArgs::topology.host_shares_memory (--backend auto across hosts)
   int hosts = 1;             // ranks in blocks over this many hosts (PlanArgs::topology.host_of)
   std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
   std::optional<std::int64_t> count;
@@ -161,7 +163,8 @@ Options parse_args(int argc, char** argv) {
       if (o.backend == "tcp") o.params = braid::plan::kTcpLoopback;
       else if (o.backend == "shm") o.params = braid::plan::kSharedMemory, o.one_host = true;
       else if (o.backend == "verbs") o.params = braid::plan::kRdma, o.rdma = true;
-      else usage_error(fmt::format("unknown --backend '{}'; expected tcp, shm or verbs", o.backend));
+      else if (o.backend == "auto") o.params = braid::plan::kSharedMemory;  // one host, or shm inside hosts: below
+      else usage_error(fmt::format("unknown --backend '{}'; expected auto, tcp, shm or verbs", o.backend));
     } else if (flag == "--root") o.root = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--algo") o.algo = value();
     else if (flag == "--count") o.count = parse_int(flag, value());
@@ -175,10 +178,13 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
   }
+  // auto: as the runtime's default, shared memory between the ranks of a
+  // host (one-sided plans where that is all of them), TCP between hosts.
+  if (o.backend == "auto") (o.hosts > 1 ? o.host_shares_memory : o.one_host) = true;
   if (o.shared_cpus && !o.one_host) usage_error("--shared-cpus describes ranks of one host: add --one-host or --backend shm");
   if (o.hosts < 1 || (o.ranks > 0 && o.hosts > o.ranks))
     usage_error(fmt::format("--hosts {} must be between 1 and the number of ranks", o.hosts));
-  if (o.hosts > 1 && o.one_host) usage_error("--hosts above 1 contradicts --one-host (and --backend shm): use --backend tcp or verbs");
+  if (o.hosts > 1 && o.one_host) usage_error("--hosts above 1 contradicts --one-host (and --backend shm): use --backend auto, tcp or verbs");
   if (o.link_latency_ns < 0 || o.link_mbps < 0) usage_error("--link-latency-ns and --link-mbps take positive numbers");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
@@ -200,6 +206,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.topology.rdma = o.rdma;
   a.topology.host_of = o.host_of();
   a.topology.shared_cpus = o.shared_cpus;
+  a.topology.host_shares_memory = o.host_shares_memory;
   return a;
 }
 

@@ -13,6 +13,7 @@
 #include "src/common/log.hpp"
 #include "src/runtime/context.hpp"
 #include "src/runtime/cpu_sets.hpp"
+#include "src/runtime/link_probe.hpp"
 #include "src/runtime/peers.hpp"
 
 namespace braid {
@@ -98,11 +99,13 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   }
   learn_topology(*c, wg);
   // Ranks pinned to distinct CPUs do not share them, though each sees one.
-  const int my_host = wg.host_of[static_cast<std::size_t>(rank)];
+  // The ranks that compete for CPUs are those of one machine (kernel), not
+  // only of one host: hosts emulated in network namespaces share its CPUs.
+  const int my_machine = wg.machine_of[static_cast<std::size_t>(rank)];
   std::vector<std::string> local_cpus;
-  int local_index = 0;  // this rank's place among its host's ranks
+  int local_index = 0;  // this rank's place among its machine's ranks
   for (int r = 0; r < world; ++r)
-    if (wg.host_of[static_cast<std::size_t>(r)] == my_host) {
+    if (wg.machine_of[static_cast<std::size_t>(r)] == my_machine) {
       if (r == rank) local_index = static_cast<int>(local_cpus.size());
       local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), c->timeout)));
     }
@@ -115,6 +118,9 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   // (only it: the caller's threads stay as they are) takes CPU local-index.
   // (bench/RESULTS.md section 12 says what was and was not measured.)
   c->runner_cpu = cpus::spread_cpu(local_cpus, local_index);
+  // A job across hosts measures the link between them, which the choice of
+  // plans prices (link_probe.hpp).
+  set_measured_link(probe_link(*c, wg));
 }
 
 void teardown(Context& c) {

@@ -135,14 +135,19 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
   // Every member's host identity, as each rank's engine published it
   // ("host/<rank>" = "identity|..."): the same records give every rank the
   // same answer.
-  std::vector<std::string> hosts;
+  std::vector<std::string> hosts, machines;
   g.host_of.clear();
+  g.machine_of.clear();
+  auto index_of = [](std::vector<std::string>& seen, const std::string& id) {
+    auto it = std::find(seen.begin(), seen.end(), id);
+    if (it == seen.end()) it = seen.insert(seen.end(), id);
+    return static_cast<int>(it - seen.begin());
+  };
   for (int r : g.ranks) {
     const auto v = store::to_string(c.store->get(fmt::format("host/{}", r), c.timeout));
     const auto id = v.substr(0, v.find('|'));
-    auto it = std::find(hosts.begin(), hosts.end(), id);
-    g.host_of.push_back(static_cast<int>(it - hosts.begin()));
-    if (it == hosts.end()) hosts.push_back(id);
+    g.host_of.push_back(index_of(hosts, id));
+    g.machine_of.push_back(index_of(machines, id.substr(0, id.find('/'))));  // the boot id (peers.cpp)
   }
   // A backend that forces another transport ("verbs", "tcp") keeps even
   // local ranks out of each other's memory.

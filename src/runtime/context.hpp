@@ -42,6 +42,9 @@ struct GroupImpl {
   // Which members share a host (host index per group rank), and whether all
   // do and talk through shared memory: the cost model the choice uses.
   std::vector<int> host_of;
+  // Which members run on one machine (one kernel: its boot id), whatever
+  // their network namespaces: hosts emulated on one machine share its CPUs.
+  std::vector<int> machine_of;
   bool shared_memory = false;
   // The one-sided window that joins the members (transports/registry.hpp,
   // window_kind): "shm" when shared_memory, "verbs" under backend 'verbs',

@@ -62,6 +62,30 @@ constexpr std::size_t kMaxPlans = 512;
 
 }  // namespace
 
+namespace {
+std::mutex measured_mu;
+LinkSettings measured_link;  // guarded by measured_mu
+}  // namespace
+
+LinkSettings effective_link() {
+  LinkSettings l = link_settings();
+  std::lock_guard lk(measured_mu);
+  if (l.latency_s == 0) l.latency_s = measured_link.latency_s;
+  if (l.s_per_byte == 0) l.s_per_byte = measured_link.s_per_byte;
+  return l;
+}
+
+void set_measured_link(const LinkSettings& measured) {
+  {
+    std::lock_guard lk(measured_mu);
+    if (measured.latency_s == measured_link.latency_s && measured.s_per_byte == measured_link.s_per_byte) return;
+    measured_link = measured;
+  }
+  Cache& c = cache();
+  std::lock_guard lk(c.mu);
+  c.plans.clear();
+}
+
 std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int rank, const char* forced,
                                              bool shared_memory, const std::vector<int>* host_of) {
   const plan::PlanArgs& args = args_in;
@@ -79,7 +103,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     // as the backend's link between hosts (TCP, or RDMA under 'verbs').
     const plan::CostParams& between = args.topology.rdma ? plan::kRdma : plan::kTcpLoopback;
     const plan::CostParams& within = shared_memory || args.topology.host_shares_memory ? plan::kSharedMemory : between;
-    const LinkSettings link = link_settings();
+    const LinkSettings link = effective_link();
     const plan::CostParams remote = plan::with_link(between, link.latency_s, link.s_per_byte);
     const plan::Algorithm* a = plan::choose(args.coll, args, plan::link_costs(within, remote, args.topology.host_of), name);
     auto p = std::make_shared<const plan::Plan>(a->build(args));

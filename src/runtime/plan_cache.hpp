@@ -26,6 +26,12 @@ struct LinkSettings {
   double s_per_byte = 0;  // inverse bandwidth
 };
 LinkSettings link_settings();
+// The link as the choice prices it: link_settings() where set, else what
+// the init probe measured (link_probe.hpp), else zeros (the defaults).
+LinkSettings effective_link();
+// Records the probe's figures (identical on every rank: read from the
+// store); drops cached plans chosen under other figures.
+void set_measured_link(const LinkSettings& measured);
 
 // The compiled plan for `args` for group rank `rank`, with the algorithm
 // forced by `forced` (nullptr/empty: BRAID_ALGO, else the cost model's choice).

@@ -1,0 +1,102 @@
+#include "src/runtime/link_probe.hpp"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+#include <vector>
+
+#include "src/common/env.hpp"
+#include "src/common/log.hpp"
+
+namespace braid {
+
+namespace {
+
+// A tag no collective uses (theirs are (seq << 24) | slot, non-negative), on
+// the world's collective context: the probe cannot meet a user's message.
+constexpr std::int64_t kProbeTag = -0x6c696e6b;  // "link"
+constexpr int kPings = 12;                        // round trips, after kWarm
+constexpr int kWarm = 3;
+constexpr std::size_t kBulkBytes = 4u << 20;      // long enough to show the rate, short enough for init
+constexpr int kBulks = 3;
+constexpr const char* kKey = "link/probe";
+
+using Clock = std::chrono::steady_clock;
+
+// One blocking message with peer on the probe's envelope.
+void exchange(Engine& e, const detail::GroupImpl& g, bool send, int peer, void* buf, std::size_t bytes,
+              Millis timeout) {
+  Request r;
+  r.peer = peer;
+  r.env = Envelope{coll_ctx(g), kProbeTag, wire_dtype(DType::UInt8)};
+  r.buf = buf;
+  r.bytes = bytes;
+  r.timeout = timeout;
+  const Deadline d = Deadline::after(timeout);
+  r.deadline = d;
+  if (send) e.post_send(r, d);
+  else e.post_recv(r);
+  e.wait(r, d);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+LinkSettings probe_link(Context& c, const detail::GroupImpl& g) {
+  const auto& host_of = g.host_of;
+  const auto far = std::find_if(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
+  if (far == host_of.end()) return {};
+  if (env_integer("BRAID_LINK_PROBE", 0, 1, "0 (off) or 1").value_or(1) == 0) return {};
+  const int a = g.ranks[0], b = g.ranks[static_cast<std::size_t>(far - host_of.begin())];
+  Engine& e = *c.engine;
+  if (c.rank == a || c.rank == b) {
+    const bool first = c.rank == a;
+    const int peer = first ? b : a;
+    std::vector<char> buf(kBulkBytes);
+    char word[8] = {};
+    std::vector<double> rtts;
+    for (int i = 0; i < kWarm + kPings; ++i) {
+      const auto t0 = Clock::now();
+      exchange(e, g, first, peer, word, sizeof word, c.timeout);
+      exchange(e, g, !first, peer, word, sizeof word, c.timeout);
+      if (i >= kWarm) rtts.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    // Rank a sends `bytes`, b answers with 8: the best of kBulks tries.
+    auto transfer = [&](std::size_t bytes) {
+      double best = 1e30;
+      for (int i = 0; i < kBulks; ++i) {
+        const auto t0 = Clock::now();
+        exchange(e, g, first, peer, buf.data(), bytes, c.timeout);
+        exchange(e, g, !first, peer, word, sizeof word, c.timeout);
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      return best;
+    };
+    // The rate is the slope between two sizes: what both pay alike (the
+    // round trip, a shaper's initial burst) cancels out.
+    const double small = transfer(kBulkBytes / 4), large = transfer(kBulkBytes);
+    if (first) {
+      const double rtt = median(rtts);
+      LinkSettings m;
+      m.latency_s = rtt / 2;
+      const double slope = (large - small) / static_cast<double>(kBulkBytes - kBulkBytes / 4);
+      m.s_per_byte = slope > 0 ? slope : std::max(large - rtt, rtt / 2) / static_cast<double>(kBulkBytes);
+      c.store->set(kKey, store::to_bytes(fmt::format("{:.9e} {:.9e}", m.latency_s, m.s_per_byte)));
+    }
+  }
+  std::istringstream in(store::to_string(c.store->get(kKey, c.timeout)));
+  LinkSettings m;
+  if (!(in >> m.latency_s >> m.s_per_byte) || !(m.latency_s > 0) || !(m.s_per_byte > 0))
+    fail(ErrorCode::Store, "the link probe's figures in the store ('{}') do not parse as two positive numbers", kKey);
+  BRAID_INFO("link between hosts (rank {} to rank {}): {:.1f} us one way, {:.2f} Gbit/s", a, b, m.latency_s * 1e6,
+             8e-9 / m.s_per_byte);
+  return m;
+}
+
+}  // namespace braid

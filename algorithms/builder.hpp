@@ -130,6 +130,22 @@ class PlanBuilder {
   std::vector<std::int32_t> sent_, received_, signaled_, waited_;
 };
 
+// Builder calls that emit nothing for an empty piece and return -1, which
+// the builder drops from deps: a piece keeps its size along its whole path,
+// so its sender and receiver skip it alike and slot numbering stays paired.
+inline int send_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.send(r, peer, s, std::move(deps)) : -1;
+}
+inline int recv_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.recv(r, peer, s, std::move(deps)) : -1;
+}
+inline int recv_reduce_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.recv_reduce(r, peer, s, std::move(deps)) : -1;
+}
+inline int copy_piece(PlanBuilder& b, int r, Span src, Span dst, Deps deps = {}) {
+  return src.count > 0 ? b.copy(r, src, dst, std::move(deps)) : -1;
+}
+
 // The cases every reads_input plan (all-reduce: oneshot, twoshot, push,
 // staged; reduce: peer_read; all-gather: staged) handles alike: nothing to
 // do (count 0), or one rank (Output = Input). Marks the plan reads_input;

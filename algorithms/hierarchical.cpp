@@ -51,15 +51,18 @@ std::int64_t num_slices(const PlanArgs& a, std::int64_t count, int blocks) {
   return std::clamp<std::int64_t>((count + per_slice - 1) / per_slice, 1, kMaxSlices);
 }
 
-int send_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.send(r, peer, s, std::move(deps)) : -1;
-}
-// The receive that matches a send_piece, emitted right after it.
-int recv_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.recv(r, peer, s, std::move(deps)) : -1;
-}
-int recv_reduce_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.recv_reduce(r, peer, s, std::move(deps)) : -1;
+// Calls visit(piece, j) for piece j of each slice, `pieces` per slice,
+// leaving out empty ones (a count smaller than the pieces).
+template <class Visit>
+void for_each_piece(const PlanArgs& a, int pieces, Visit&& visit) {
+  const std::int64_t slices = num_slices(a, a.count, pieces);
+  for (std::int64_t sl = 0; sl < slices; ++sl) {
+    const Block range = block(a.count, slices, sl);
+    for (int j = 0; j < pieces; ++j) {
+      const Block pb = block(range.count, pieces, j);
+      if (pb.count > 0) visit(out(range.offset + pb.offset, pb.count), j);
+    }
+  }
 }
 // A chain's last step: `step` where one was emitted, else what it was.
 int after(int step, int before) { return step >= 0 ? step : before; }
@@ -266,31 +269,23 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
   const Hosts hs = hosts_of(args);
   const int nh = hs.count(), root = args.root;
   const int home = hs.host[static_cast<std::size_t>(root)];
-  const int pieces = hs.size(home);
-  const std::int64_t slices = num_slices(args, args.count, pieces);
-  for (std::int64_t sl = 0; sl < slices; ++sl) {
-    const Block range = block(args.count, slices, sl);
-    for (int j = 0; j < pieces; ++j) {
-      const Block pb = block(range.count, pieces, j);
-      const Span piece = out(range.offset + pb.offset, pb.count);
-      if (piece.count == 0) continue;
-      int prev = root, has = -1;  // the piece's holder so far, and its arrival step there
-      for (int step = 0; step < nh; ++step) {
-        const int h = (home + step) % nh;
-        const int holder = hs.member(h, j);
-        if (holder != prev) {
-          b.send(prev, holder, piece, {has});
-          has = b.recv(holder, prev, piece);
-        }
-        prev = holder;
-        for (int r : hs.members[static_cast<std::size_t>(h)]) {
-          if (r == holder || r == root) continue;
-          b.send(holder, r, piece, {has});
-          b.recv(r, holder, piece);
-        }
+  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+    int prev = root, has = -1;  // the piece's holder so far, and its arrival step there
+    for (int step = 0; step < nh; ++step) {
+      const int h = (home + step) % nh;
+      const int holder = hs.member(h, j);
+      if (holder != prev) {
+        b.send(prev, holder, piece, {has});
+        has = b.recv(holder, prev, piece);
+      }
+      prev = holder;
+      for (int r : hs.members[static_cast<std::size_t>(h)]) {
+        if (r == holder || r == root) continue;
+        b.send(holder, r, piece, {has});
+        b.recv(r, holder, piece);
       }
     }
-  }
+  });
   return b.finish();
 }
 
@@ -303,39 +298,31 @@ Plan hierarchical_reduce(const PlanArgs& args) {
   const Hosts hs = hosts_of(args);
   const int n = args.nranks, nh = hs.count(), root = args.root;
   const int home = hs.host[static_cast<std::size_t>(root)];
-  const int pieces = hs.size(home);
-  const std::int64_t slices = num_slices(args, args.count, pieces);
-  for (std::int64_t sl = 0; sl < slices; ++sl) {
-    const Block range = block(args.count, slices, sl);
-    for (int j = 0; j < pieces; ++j) {
-      const Block pb = block(range.count, pieces, j);
-      const Span piece = out(range.offset + pb.offset, pb.count);
-      if (piece.count == 0) continue;
-      std::vector<int> sent_in(static_cast<std::size_t>(n), -1);
-      int prev = -1, prev_done = -1;  // the chain's holder on the host before, and its last write
-      for (int step = 1; step <= nh; ++step) {
-        const int h = (home + step) % nh;  // the root's host comes last
-        const int holder = hs.member(h, j);
-        int chain = -1;
-        for (int r : hs.members[static_cast<std::size_t>(h)]) {
-          if (r == holder) continue;
-          sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, piece);
-          chain = b.recv_reduce(holder, r, piece, {chain});
-        }
-        if (prev >= 0) {
-          b.send(prev, holder, piece, {prev_done});
-          chain = b.recv_reduce(holder, prev, piece, {chain});
-        }
-        prev = holder;
-        prev_done = chain;
+  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+    std::vector<int> sent_in(static_cast<std::size_t>(n), -1);
+    int prev = -1, prev_done = -1;  // the chain's holder on the host before, and its last write
+    for (int step = 1; step <= nh; ++step) {
+      const int h = (home + step) % nh;  // the root's host comes last
+      const int holder = hs.member(h, j);
+      int chain = -1;
+      for (int r : hs.members[static_cast<std::size_t>(h)]) {
+        if (r == holder) continue;
+        sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, piece);
+        chain = b.recv_reduce(holder, r, piece, {chain});
       }
-      // prev is the root's host's holder of piece j.
-      if (prev != root) {
-        b.send(prev, root, piece, {prev_done});
-        b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
+      if (prev >= 0) {
+        b.send(prev, holder, piece, {prev_done});
+        chain = b.recv_reduce(holder, prev, piece, {chain});
       }
+      prev = holder;
+      prev_done = chain;
     }
-  }
+    // prev is the root's host's holder of piece j.
+    if (prev != root) {
+      b.send(prev, root, piece, {prev_done});
+      b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
+    }
+  });
   return b.finish();
 }
 

@@ -55,21 +55,6 @@ Span block_chunk(std::int64_t count, int n, int blk, std::int64_t chunks, std::i
   return out(b.offset + c.offset, c.count);
 }
 
-// Builder calls that emit nothing for an empty piece and return -1, which
-// the builder drops from deps.
-int send_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.send(r, peer, s, std::move(deps)) : -1;
-}
-int recv_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.recv(r, peer, s, std::move(deps)) : -1;
-}
-int recv_reduce_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
-  return s.count > 0 ? b.recv_reduce(r, peer, s, std::move(deps)) : -1;
-}
-int copy_piece(PlanBuilder& b, int r, Span src, Span dst, Deps deps = {}) {
-  return src.count > 0 ? b.copy(r, src, dst, std::move(deps)) : -1;
-}
-
 }  // namespace
 
 // AllReduce = reduce-scatter then all-gather over n blocks of Output.

@@ -6,14 +6,8 @@
 # namespaces cannot be made (not root).
 set -uo pipefail
 src="$1"; braidrun="$2"; hello="$3"
-cluster="$src/tools/cluster"
-[[ $(id -u) == 0 ]] || { echo "not root: network namespaces (tools/cluster) need it"; exit 77; }
-command -v ip >/dev/null && command -v unshare >/dev/null || { echo "no ip or unshare here"; exit 77; }
-name="bt$(( $$ % 100000 ))"
-if ! "$cluster" up 2 --name "$name" > /tmp/$name.log 2>&1; then
-  echo "tools/cluster could not make hosts here: $(cat /tmp/$name.log)"; "$cluster" down --name "$name" 2>/dev/null; exit 77
-fi
-trap '"$cluster" down --name "$name"; rm -f /tmp/$name.log /tmp/$name.out' EXIT
+source "$(dirname "$0")/cluster_up.sh"
+cluster_up bt 2
 BRAID_DEBUG=INFO "$braidrun" --hosts "${name}1:2,${name}2:2" --agent "$cluster exec" --timeout 120 "$hello" env \
   > /tmp/$name.out 2>&1
 rc=$?

@@ -11,14 +11,8 @@
 # Skipped (77) where namespaces cannot be made (not root).
 set -uo pipefail
 src="$1"; braidrun="$2"; bench="$3"
-cluster="$src/tools/cluster"
-[[ $(id -u) == 0 ]] || { echo "not root: network namespaces (tools/cluster) need it"; exit 77; }
-command -v ip >/dev/null && command -v unshare >/dev/null || { echo "no ip or unshare here"; exit 77; }
-name="bb$(( $$ % 100000 ))"
-if ! "$cluster" up 2 --rate 4gbit --name "$name" > /tmp/$name.log 2>&1; then
-  echo "tools/cluster could not make hosts here: $(cat /tmp/$name.log)"; "$cluster" down --name "$name" 2>/dev/null; exit 77
-fi
-trap '"$cluster" down --name "$name"; rm -f /tmp/$name.log /tmp/$name.out' EXIT
+source "$(dirname "$0")/cluster_up.sh"
+cluster_up bb 2 --rate 4gbit
 
 # The link probe at init: every rank logs the same figures, and they are the
 # shaped link's (tbf at 4 Gbit/s: iperf3 measures 3.83 here).

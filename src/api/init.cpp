@@ -1,7 +1,9 @@
 // init_process_group: the three init methods, rendezvous, and teardown.
 //
 //   env://          MASTER_ADDR, MASTER_PORT, and the rank and size from
-//                   RANK/WORLD_SIZE, Slurm, Open MPI or PMI variables;
+//                   RANK/WORLD_SIZE, Slurm, Open MPI or PMI variables
+//                   (launcher_env.hpp; under Slurm the store's host and
+//                   port default to the step's first node and its job id);
 //   tcp://HOST:PORT rank 0 (or, with automatic ranks, the first process to
 //                   bind PORT on HOST) hosts the TCP store there;
 //   file:///path    a FileStore on a shared file system.
@@ -17,6 +19,7 @@
 
 #include "braid/process_group.hpp"
 #include "src/api/init_method.hpp"
+#include "src/api/launcher_env.hpp"
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -43,20 +46,6 @@ std::optional<std::string> env(const char* name) {
   return std::string(v);
 }
 
-
-// Rank and world size from the launcher's environment, first match wins.
-void rank_and_size_from_env(int& rank, int& size) {
-  static const char* pairs[][2] = {{"RANK", "WORLD_SIZE"},
-                                   {"SLURM_PROCID", "SLURM_NTASKS"},
-                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                   {"PMI_RANK", "PMI_SIZE"}};
-  for (auto& p : pairs) {
-    if (rank < 0)
-      if (auto v = env(p[0])) rank = parse_int(*v, p[0], 0, 1 << 24);
-    if (size < 0)
-      if (auto v = env(p[1])) size = parse_int(*v, p[1], 1, 1 << 24);
-  }
-}
 
 
 // Hosts the store on host:port, or returns null when the port is taken (a
@@ -159,9 +148,17 @@ void init_process_group(const InitOptions& o) {
   const detail::InitMethod how = detail::parse_init_method(m);
 
   if (how.kind == detail::InitMethod::Kind::Env) {
-    rank_and_size_from_env(rank, world);
+    detail::rank_and_size_from_env(rank, world);
     auto addr = env("MASTER_ADDR");
     auto port = env("MASTER_PORT");
+    if (!addr || !port)
+      if (auto slurm = detail::store_from_slurm()) {
+        // Under srun: the step's first node hosts the store (task 0 runs there).
+        if (!addr) addr = slurm->host;
+        if (!port) port = std::to_string(slurm->port);
+        BRAID_INFO("env:// under Slurm: the store on {}:{} (the step's first node; MASTER_ADDR and MASTER_PORT "
+                   "win where set)", *addr, *port);
+      }
     if (!addr && !port && rank < 0 && world < 0) {
       // Started alone, with no launcher and nothing in the environment: a
       // world of one (MPI's singleton init), on a store of its own.

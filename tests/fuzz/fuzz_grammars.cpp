@@ -1,12 +1,14 @@
 // The grammars of what a user types: init_method URLs, BRAID_ALGO,
-// BRAID_SOCKET_IFNAME, BRAID_IB_HCA, the CPU lists ranks publish, and the
-// integers every BRAID_* variable holds. The first byte picks the grammar.
+// BRAID_SOCKET_IFNAME, BRAID_IB_HCA, the CPU lists ranks publish, Slurm's
+// host lists, and the integers every BRAID_* variable holds. The first byte
+// picks the grammar.
 #include <cstdlib>
 #include <vector>
 
 #include "algorithms/cost_model.hpp"
 #include "braid/version.hpp"
 #include "src/api/init_method.hpp"
+#include "src/api/launcher_env.hpp"
 #include "src/common/env.hpp"
 #include "src/common/socket.hpp"
 #include "src/runtime/cpu_sets.hpp"
@@ -18,7 +20,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   if (n == 0) return 0;
   const std::string t = fuzz::text(d + 1, n - 1);
-  switch (d[0] % 6) {
+  switch (d[0] % 7) {
     case 0:
       fuzz::only_braid_errors("parse_init_method", [&] {
         const auto m = braid::detail::parse_init_method(t);
@@ -53,6 +55,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
       (void)braid::cpus::oversubscribed(lists);
       break;
     }
+    case 5:
+      fuzz::only_braid_errors("expand_hostlist", [&] {
+        // A small limit keeps a list like n[0-99999999] from running long.
+        const auto hosts = braid::detail::expand_hostlist(t, "SLURM_NODELIST", 4096);
+        if (hosts.empty() || hosts.size() > 4096) std::abort();
+        for (const auto& h : hosts)
+          if (h.empty()) std::abort();
+      });
+      break;
     default:
       if (t.find('\0') != std::string::npos) break;  // not an environment value
       ::setenv("BRAID_FUZZ_VALUE", t.c_str(), 1);

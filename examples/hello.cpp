@@ -3,10 +3,13 @@
 //   braidrun -n 4 build/examples/hello env
 //   braidrun -n 4 build/examples/hello tcp    # tcp://MASTER_ADDR:MASTER_PORT, ranks by arrival
 //   braidrun -n 4 build/examples/hello file   # file:///tmp/braid-hello-<port>, ranks by arrival
+//   MASTER_ADDR=239.1.2.3 MASTER_PORT=29500 WORLD_SIZE=4 build/examples/hello tcp [GROUP_NAME [TIMEOUT_S]]
+//                                             # multicast: started 4 times, anywhere on the network
 //
 // Each rank passes a token around the ring, then all ranks sum their ranks.
 #include <braid/braid.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,9 +27,11 @@ int main(int argc, char** argv) {
     o.init_method = std::string("file:///tmp/braid-hello-") + (port ? port : "0");
     o.world_size = size ? std::atoi(size) : 1;
   } else if (how != "env") {
-    std::fprintf(stderr, "usage: hello [env|tcp|file]\n");
+    std::fprintf(stderr, "usage: hello [env|tcp|file] [GROUP_NAME [TIMEOUT_S]]\n");
     return 2;
   }
+  if (argc > 2) o.group_name = argv[2];
+  if (argc > 3) o.timeout = std::chrono::seconds(std::atoi(argv[3]));
   try {
     braid::init_process_group(o);
     const int me = braid::get_rank(), n = braid::get_world_size();

@@ -14,7 +14,8 @@ struct InitOptions {
   // "auto" picks per peer; "tcp" forces TCP sockets. ("shm", "verbs", "cuda"
   // are accepted names that later transports fill; an unknown name is an error.)
   std::string backend = "auto";
-  // "env://" (default), "tcp://HOST:PORT" or "file:///path".
+  // "env://" (default), "tcp://HOST:PORT" (HOST a multicast group such as
+  // 239.1.2.3 or [ff15::1]: processes meet there, rank -1) or "file:///path".
   std::string init_method = "env://";
   int rank = -1;        // -1: from the environment, or assigned in order of arrival
   int world_size = -1;  // -1: from the environment

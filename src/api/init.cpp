@@ -7,7 +7,8 @@
 //   tcp://HOST:PORT rank 0 (or, with automatic ranks, the first process to
 //                   bind PORT on HOST) hosts the TCP store there;
 //   file:///path    a FileStore on a shared file system.
-// With tcp:// or file:// and rank -1, ranks are given in order of arrival.
+// With tcp:// or file:// and rank -1, ranks are given in order of arrival;
+// tcp:// on a multicast group meets over multicast (multicast_init.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "braid/process_group.hpp"
 #include "src/api/init_method.hpp"
 #include "src/api/launcher_env.hpp"
+#include "src/api/multicast_init.hpp"
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -47,6 +49,25 @@ std::optional<std::string> env(const char* name) {
 }
 
 
+
+// Multicast init: rank 0 writes every process's id in rank order to the
+// store; the others find their own there.
+int multicast_rank(detail::MulticastMeeting& meeting, store::Store& st, Millis timeout, const std::string& m) {
+  const std::string key = "multicast/ids";
+  if (!meeting.ids().empty()) {
+    std::string ids;
+    for (auto id : meeting.ids()) ids += fmt::format("{}{:016x}", ids.empty() ? "" : ",", id);
+    st.set(key, store::to_bytes(ids));
+    meeting.keep_announcing();
+    return 0;
+  }
+  const std::string ids = store::to_string(st.get(key, timeout));
+  const std::string mine = fmt::format("{:016x}", meeting.id());
+  for (std::size_t pos = 0, r = 0; pos < ids.size(); pos += 17, ++r)
+    if (ids.compare(pos, 16, mine) == 0) return static_cast<int>(r);
+  fail(ErrorCode::InvalidArgument, "multicast init ({}): the world was full when this process arrived (its rank 0 "
+       "heard world_size others first): two jobs share the address, port and group_name", m);
+}
 
 // Hosts the store on host:port, or returns null when the port is taken (a
 // standalone braid-store, or a previous job's store that is still closing):
@@ -144,6 +165,9 @@ void init_process_group(const InitOptions& o) {
   std::shared_ptr<store::Store> base;
   std::string store_host = "127.0.0.1";
   bool auto_rank = false;
+  // Multicast init: the meeting lives until init ends, rank 0 announcing the
+  // store for whoever still listens.
+  std::unique_ptr<detail::MulticastMeeting> meeting;
   const std::string& m = c->init_method;
   const detail::InitMethod how = detail::parse_init_method(m);
 
@@ -185,6 +209,18 @@ void init_process_group(const InitOptions& o) {
     // every interface would open it to every network the host is on.
     if (rank == 0 && !c->server) c->server = host_store(*addr, p);
     base = detail::connect_store(*addr, p, o.timeout, c->server != nullptr);
+  } else if (how.kind == detail::InitMethod::Kind::Tcp && detail::is_multicast_host(how.host)) {
+    if (world < 0) {
+      if (auto v = env("WORLD_SIZE")) world = parse_int(*v, "WORLD_SIZE", 1, 1 << 24);
+      else fail(ErrorCode::InvalidArgument, "multicast init ({}) needs world_size (InitOptions::world_size or WORLD_SIZE)", m);
+    }
+    if (rank >= 0)
+      fail(ErrorCode::InvalidArgument, "multicast init ({}) gives the ranks out: pass rank = -1, not {}", m, rank);
+    meeting = std::make_unique<detail::MulticastMeeting>(how.host, how.port, world, o.group_name);
+    meeting->meet(std::chrono::steady_clock::now() + o.timeout);
+    c->server = meeting->take_server();
+    store_host = meeting->store_host();
+    base = detail::connect_store(store_host, meeting->store_port(), o.timeout, c->server != nullptr);
   } else if (how.kind == detail::InitMethod::Kind::Tcp) {
     const Endpoint ep{how.host, how.port};
     if (world < 0) {
@@ -217,6 +253,7 @@ void init_process_group(const InitOptions& o) {
   const std::string name = o.group_name.empty() ? "default" : o.group_name;
   auto st = std::make_shared<store::PrefixStore>("braid/" + name, base);
 
+  if (meeting) rank = multicast_rank(*meeting, *st, o.timeout, m);
   if (auto_rank) {
     const auto n = st->add("rank_counter", 1);
     if (n > world)

@@ -1,6 +1,7 @@
 // The grammars of what a user types: init_method URLs, BRAID_ALGO,
 // BRAID_SOCKET_IFNAME, BRAID_IB_HCA, the CPU lists ranks publish, Slurm's
-// host lists, and the integers every BRAID_* variable holds. The first byte
+// host lists, multicast init's announcements (from anyone on the network),
+// and the integers every BRAID_* variable holds. The first byte
 // picks the grammar.
 #include <cstdlib>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "braid/version.hpp"
 #include "src/api/init_method.hpp"
 #include "src/api/launcher_env.hpp"
+#include "src/api/multicast_init.hpp"
 #include "src/common/env.hpp"
 #include "src/common/socket.hpp"
 #include "src/runtime/cpu_sets.hpp"
@@ -20,7 +22,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   if (n == 0) return 0;
   const std::string t = fuzz::text(d + 1, n - 1);
-  switch (d[0] % 7) {
+  switch (d[0] % 8) {
     case 0:
       fuzz::only_braid_errors("parse_init_method", [&] {
         const auto m = braid::detail::parse_init_method(t);
@@ -64,6 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
           if (h.empty()) std::abort();
       });
       break;
+    case 6: {
+      braid::detail::Announcement a;
+      if (braid::detail::parse_announcement(t, &a)) {
+        if ((a.kind != 'H' && a.kind != 'S') || a.world < 1 || a.id == 0) std::abort();
+        if (a.kind == 'S' && (a.port < 1 || a.port > 65535 || a.host.empty())) std::abort();
+      }
+      break;
+    }
     default:
       if (t.find('\0') != std::string::npos) break;  // not an environment value
       ::setenv("BRAID_FUZZ_VALUE", t.c_str(), 1);

@@ -7,6 +7,7 @@
 // element was wrong.
 //
 //   braidrun -n 4 braid-bench allreduce -b 8 -e 128M -f 2
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -72,18 +73,37 @@ Figures measure(const Op& op, Ctx& c, bool in_place, const Args& a) {
   return f;
 }
 
-// "#  Rank  0 Pid  12345 on host" for every rank, gathered to all.
-std::vector<std::string> rank_lines(int rank, int n, const std::string& backend) {
+// "#  Rank  0 Pid  12345 on host" for every rank, gathered to all. Hosts
+// emulated on one machine (network namespaces, tools/cluster) may share a
+// hostname; where two ranks on different namespaces do, each line also
+// names its network namespace, as Braid tells the hosts apart by it.
+std::vector<std::string> rank_lines(int n, const std::string& backend) {
   constexpr std::size_t kLine = 160;
   char host[64] = {};
   ::gethostname(host, sizeof host - 1);
+  struct stat ns{};
+  const unsigned long long netns = ::stat("/proc/self/ns/net", &ns) == 0 ? ns.st_ino : 0;
   std::vector<char> mine(kLine, '\0');
-  const std::string s = fmt::format("#  Rank {:>2} Pid {:>6} on {:>10} backend {}", rank, ::getpid(), host, backend);
-  std::memcpy(mine.data(), s.data(), std::min(s.size(), kLine - 1));
+  const std::string key = fmt::format("{}|{}|{}", ::getpid(), netns, host);
+  std::memcpy(mine.data(), key.data(), std::min(key.size(), kLine - 1));
   std::vector<char> all(kLine * static_cast<std::size_t>(n));
   braid::all_gather_into_tensor(braid::tensor(all), braid::tensor(mine));
+  struct Where {
+    std::string pid, netns, host;
+  };
+  std::vector<Where> where;
+  for (int r = 0; r < n; ++r) {
+    const std::string k(all.data() + static_cast<std::size_t>(r) * kLine);
+    const auto a = k.find('|'), b = k.find('|', a + 1);
+    where.push_back({k.substr(0, a), k.substr(a + 1, b - a - 1), k.substr(b + 1)});
+  }
   std::vector<std::string> out;
-  for (int r = 0; r < n; ++r) out.emplace_back(all.data() + static_cast<std::size_t>(r) * kLine);
+  for (const Where& w : where) {
+    const bool collides = std::any_of(where.begin(), where.end(),
+                                      [&](const Where& o) { return o.host == w.host && o.netns != w.netns; });
+    out.push_back(fmt::format("#  Rank {:>2} Pid {:>6} on {:>10}{} backend {}", out.size(), w.pid, w.host,
+                              collides ? " netns " + w.netns : "", backend));
+  }
   return out;
 }
 
@@ -126,7 +146,7 @@ int run(const Args& a) {
   info.iters = a.iters;
   info.check = a.check ? 1 : 0;
   info.average = a.average;
-  info.rank_lines = rank_lines(rank, n, braid::get_backend());
+  info.rank_lines = rank_lines(n, braid::get_backend());
   if (lead) print_run_header(out, info);
 
   const std::vector<std::uint64_t> sizes = sizes_of(a);

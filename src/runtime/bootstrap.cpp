@@ -13,8 +13,10 @@
 #include "src/common/log.hpp"
 #include "src/runtime/context.hpp"
 #include "src/runtime/cpu_sets.hpp"
+#include "src/runtime/executor.hpp"
 #include "src/runtime/link_probe.hpp"
 #include "src/runtime/peers.hpp"
+#include "src/runtime/positions.hpp"
 
 namespace braid {
 
@@ -46,6 +48,55 @@ void claim_rank(store::Store& st, int rank, const std::string& where) {
          "MASTER_PORT, or init file), or two processes were started as rank {}; give each job its own port or "
          "file (or group_name)",
          rank, where, got.substr(0, 120), rank);
+}
+
+// init's rendezvous timed out: names the ranks that never arrived (no
+// "joined/<r>"), the likeliest culprits (stopped, crashed, never started).
+[[noreturn]] void throw_missing_ranks(store::Store& st, int world, const Error& e) {
+  std::vector<int> missing;
+  try {
+    store::CallCap cap(Deadline::after(kStoreCallLimit));
+    for (int r = 0; r < world && missing.size() < 64; ++r)
+      if (!st.try_get(fmt::format("joined/{}", r))) missing.push_back(r);
+  } catch (const Error&) {  // the store does not answer: the timeout says what is known
+    throw e;
+  }
+  if (missing.empty()) throw e;
+  fail_peer(ErrorCode::Timeout, missing.front(), "{}: init's rendezvous waited for rank(s) {}, which never arrived "
+       "(stopped, crashed, or not started; {} of {} ranks did)", e.what(), rank_list(missing),
+       world - static_cast<int>(missing.size()), world);
+}
+
+// The roster: rank 0 reads every rank's host record and CPU list once and
+// publishes them as one key ("roster": a line "identity<TAB>cpus" per rank),
+// which every other rank reads: a rank's init costs the same few store
+// operations whatever the world's size (rank 0's grow with it).
+void load_roster(Context& c, store::Store& st) {
+  const auto n = static_cast<std::size_t>(c.world_size);
+  std::string text;
+  if (c.rank == 0) {
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto host = store::to_string(st.get(fmt::format("host/{}", r), c.timeout));
+      const auto cpus = store::to_string(st.get(fmt::format("cpus/{}", r), c.timeout));
+      text += host.substr(0, host.find('|')) + '\t' + cpus + '\n';
+    }
+    st.set("roster", store::to_bytes(text));
+  } else {
+    text = store::to_string(st.get("roster", c.timeout));
+  }
+  c.host_ids.clear();
+  c.cpu_lists.clear();
+  for (std::size_t pos = 0; pos < text.size();) {
+    const auto nl = text.find('\n', pos);
+    const auto tab = text.find('\t', pos);
+    if (nl == std::string::npos || tab == std::string::npos || tab > nl) break;
+    c.host_ids.push_back(text.substr(pos, tab - pos));
+    c.cpu_lists.push_back(text.substr(tab + 1, nl - tab - 1));
+    pos = nl + 1;
+  }
+  if (c.host_ids.size() != n)
+    fail(ErrorCode::Store, "the job's roster in the store holds {} ranks' records, not the world's {}: the store "
+         "was written by something else", c.host_ids.size(), n);
 }
 
 }  // namespace
@@ -85,8 +136,15 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   if (first != sig) st->set("group/0/mismatch", store::to_bytes(mismatch_text(*c, wg, sig, first)));
 
   // Rendezvous: init returns once every rank has published its address.
+  // Each also marks its own arrival, so that a timeout can say who is missing.
+  st->set(fmt::format("joined/{}", rank), store::to_bytes("1"));
   if (st->add("joined", 1) == world) st->set("ready", store::to_bytes("1"));
-  st->wait({"ready"}, c->timeout);
+  try {
+    st->wait({"ready"}, c->timeout);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Timeout) throw;
+    throw_missing_ranks(*st, world, e);
+  }
   if (auto m = st->try_get("group/0/mismatch")) {
     // Everyone fails; the host keeps the store up until all have read why.
     const auto seen = st->add("group/0/mismatch_seen", 1);
@@ -97,6 +155,7 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
     }
     fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
   }
+  load_roster(*c, *st);
   learn_topology(*c, wg);
   // Ranks pinned to distinct CPUs do not share them, though each sees one.
   // The ranks that compete for CPUs are those of one machine (kernel), not
@@ -107,7 +166,7 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   for (int r = 0; r < world; ++r)
     if (wg.machine_of[static_cast<std::size_t>(r)] == my_machine) {
       if (r == rank) local_index = static_cast<int>(local_cpus.size());
-      local_cpus.push_back(store::to_string(st->get(fmt::format("cpus/{}", r), c->timeout)));
+      local_cpus.push_back(c->cpu_lists[static_cast<std::size_t>(r)]);
     }
   c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus),
                              cpus::oversubscribed(local_cpus));

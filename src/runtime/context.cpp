@@ -133,8 +133,8 @@ std::shared_ptr<detail::GroupImpl> make_group(std::uint32_t id, std::vector<int>
 
 void learn_topology(Context& c, detail::GroupImpl& g) {
   // Every member's host identity, as each rank's engine published it
-  // ("host/<rank>" = "identity|..."): the same records give every rank the
-  // same answer.
+  // ("host/<rank>" = "identity|...", gathered in the roster): the same
+  // records give every rank the same answer.
   std::vector<std::string> hosts, machines;
   g.host_of.clear();
   g.machine_of.clear();
@@ -144,8 +144,13 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
     return static_cast<int>(it - seen.begin());
   };
   for (int r : g.ranks) {
-    const auto v = store::to_string(c.store->get(fmt::format("host/{}", r), c.timeout));
-    const auto id = v.substr(0, v.find('|'));
+    std::string id;
+    if (static_cast<std::size_t>(r) < c.host_ids.size()) {
+      id = c.host_ids[static_cast<std::size_t>(r)];
+    } else {  // no roster (yet): the member's own record
+      const auto v = store::to_string(c.store->get(fmt::format("host/{}", r), c.timeout));
+      id = v.substr(0, v.find('|'));
+    }
     g.host_of.push_back(index_of(hosts, id));
     g.machine_of.push_back(index_of(machines, id.substr(0, id.find('/'))));  // the boot id (peers.cpp)
   }

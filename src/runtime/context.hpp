@@ -102,6 +102,10 @@ struct Context {
   std::uint32_t next_group_id = 1;
   bool destroyed = false;  // teardown ran (Communicator::destroy)
   int runner_cpu = -1;      // where the async runner runs (bootstrap), -1: anywhere
+  // The roster (bootstrap, load_roster): per global rank, its host identity
+  // and its CPU list, as published at init. Read once, from one key, so
+  // that groups learn their layout without a store call per member.
+  std::vector<std::string> host_ids, cpu_lists;
   // An async call's ticket and its place in the runner's queue are taken
   // together: two threads issuing at once must not queue ticket 5 ahead of
   // ticket 4, which the runner would then wait on behind it.

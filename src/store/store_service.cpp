@@ -19,6 +19,15 @@ StoreService::StoreService(std::string who)
       max_bytes_(static_cast<std::size_t>(
           env_integer("BRAID_STORE_MAX_BYTES", 1024, 1LL << 40, "a byte count").value_or(1LL << 30))) {}
 
+StoreService::~StoreService() {
+  static const char* const names[] = {"?", "set", "get", "try_get", "add", "compare_set", "delete", "wait",
+                                      "check", "num_keys", "hello", "proof"};
+  std::string ops;
+  for (std::size_t i = 0; i < std::size(names); ++i)
+    if (by_op_[i]) ops += fmt::format("{}{} {}", ops.empty() ? "" : ", ", names[i], by_op_[i]);
+  BRAID_INFO("{}: served {} requests from {} clients ({})", who_, requests_, clients_, ops);
+}
+
 void StoreService::closed(Client& c) {
   if (c.parked) unregister(c);
 }
@@ -35,6 +44,8 @@ bool StoreService::process(Client& c) {
       return false;
     }
     if (c.pending_in() < wire::kHeaderSize + h->body_len) break;
+    ++requests_;
+    ++by_op_[h->code < std::size(by_op_) ? h->code : 0];
     if (!wire::decode_fields(p + wire::kHeaderSize, h->body_len, h->nfields, fields) ||
         !handle(c, static_cast<Op>(h->code), fields)) {
       BRAID_WARN("{}: malformed request (op {}) from a client; closing it", who_, h->code);

@@ -45,9 +45,17 @@ class StoreService {
   // Reads its bounds (BRAID_STORE_MAX_KEYS, BRAID_STORE_MAX_BYTES) and the
   // job's secret from the environment. `who` names it in warnings.
   explicit StoreService(std::string who);
+  // Logs (INFO) how many requests it served and from how many clients: the
+  // store traffic a job's init and life cost (bench/store_ops.sh).
+  ~StoreService();
+  StoreService(const StoreService&) = delete;
+  StoreService& operator=(const StoreService&) = delete;
 
   // A new client: it must prove the secret first where there is one.
-  void opened(Client& c) const { c.authed = !secret_; }
+  void opened(Client& c) {
+    c.authed = !secret_;
+    ++clients_;
+  }
   // Serves every complete request in c.in while c is not parked, closing or
   // behind on replies; false if a request is malformed (close c).
   bool process(Client& c);
@@ -81,6 +89,8 @@ class StoreService {
 
   std::string who_;
   std::size_t max_keys_, max_bytes_;
+  std::uint64_t requests_ = 0, clients_ = 0;
+  std::uint64_t by_op_[16] = {};  // requests per wire::Op code, for the log line
   std::shared_ptr<const auth::Secret> secret_ = auth::secret_from_env();
   std::unordered_map<std::string, Bytes> data_;
   std::size_t bytes_ = 0;  // keys and values held

@@ -161,9 +161,15 @@ struct TcpStore::Impl {
         sock.reset();
         fail(ErrorCode::Store, "{} is unreachable: it closed the connection before answering ({})", what, e.what());
       }
-      not_a_store(e.code() == ErrorCode::Timeout
-                      ? fmt::format("it did not answer a request within {} ms", limit.count())
-                      : std::string(e.what()));
+      if (e.code() == ErrorCode::Timeout) {
+        // Silence after a connect the kernel accepted: a store whose process
+        // is stopped or stuck looks exactly like another service that waits.
+        sock.reset();
+        fail(ErrorCode::Store, "{} accepted the connection but did not answer a request within {} ms: the "
+             "process that hosts it is stopped or stuck, or another service listens there (check MASTER_ADDR and "
+             "MASTER_PORT)", what, limit.count());
+      }
+      not_a_store(std::string(e.what()));
     }
   }
 

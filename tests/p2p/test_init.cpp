@@ -151,6 +151,23 @@ TEST_CASE("a second job on the same MASTER_PORT fails at once, and the first goe
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("init's timeout names the ranks that never arrived", "[init][errors]") {
+  // A world of 4 where rank 2 is never started: the other three time out
+  // naming rank 2 (Error::peer() and the text), not only a store key.
+  auto res = run_ranks(3, [](int rank, int) {
+    ::setenv("WORLD_SIZE", "4", 1);
+    ::setenv("RANK", std::to_string(rank == 2 ? 3 : rank).c_str(), 1);
+    braid::InitOptions o;
+    o.backend = test_backend();
+    o.timeout = braid::Millis(1500);
+    auto e = expect_error([&] { braid::init_process_group(o); }, ErrorCode::Timeout, "rank(s) 2, which never arrived");
+    RANK_CHECK(e.peer() == 2);
+    RANK_CHECK(std::string(e.what()).find("3 of 4 ranks did") != std::string::npos);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("new_group: subsets, translation, outsiders, mismatches", "[init][group]") {
   auto res = run_ranks(4, [](int rank, int) {
     init_env();

@@ -570,6 +570,7 @@ TEST_CASE("A port served by something that is not a Braid store fails within sec
     auto e = error_of([&] { TcpStore c(kHost, port, 1500ms); });
     CHECK(e.code() == ErrorCode::Store);
     CHECK(contains(e, "did not answer a request within"));
+    CHECK(contains(e, "stopped or stuck"));  // as a store whose host got SIGSTOP looks
   }
 }
 

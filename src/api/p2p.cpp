@@ -6,12 +6,28 @@
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
 #include "src/runtime/context.hpp"
+#include "src/runtime/executor.hpp"
 #include "src/device/device_staging.hpp"
 #include "src/runtime/work_state.hpp"
 
 namespace braid {
 
 namespace {
+
+// A point-to-point op failed because its peer left the job: if the peer
+// left after giving up on a collective, that collective's culprit is this
+// op's too (a stopped rank, say), not the rank that merely left.
+std::exception_ptr blame_leaver(Engine& e, std::uint32_t group_id, std::exception_ptr err, const char* what) {
+  if (!err) return err;
+  try {
+    std::rethrow_exception(err);
+  } catch (const Error& x) {
+    if (x.code() == ErrorCode::PeerFailure && x.peer() >= 0 && e.left(x.peer()))
+      if (auto why = left_after_giving_up(e, group_id, x.peer(), what)) return std::make_exception_ptr(*why);
+  } catch (...) {
+  }
+  return err;
+}
 
 struct P2PWork final : detail::WorkState {
   Engine* engine = nullptr;
@@ -39,9 +55,11 @@ struct P2PWork final : detail::WorkState {
   }
   bool test() override { return engine->test(req) && settle_device(Deadline{Clock::now()}); }
   std::exception_ptr error() override {
-    if (auto e = engine->translate(req.error, req)) return e;
+    if (auto e = engine->translate(req.error, req))
+      return blame_leaver(*engine, group_id, e, req.kind == Request::Kind::Send ? "isend" : "irecv");
     return staging ? staging->error() : nullptr;
   }
+  std::uint32_t group_id = 0;
   int source() override { return req.source; }
   std::int64_t received_count() override {
     return req.kind == Request::Kind::Recv ? static_cast<std::int64_t>(req.received / elem) : -1;
@@ -64,6 +82,15 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
   return Deadline::after(r.timeout);
 }
 
+// Engine::wait, with blame_leaver on its error.
+void wait_blaming_leaver(Engine& e, Request& r, Deadline d, std::uint32_t group_id, const char* what) {
+  try {
+    e.wait(r, d);
+  } catch (const Error&) {
+    std::rethrow_exception(blame_leaver(e, group_id, std::current_exception(), what));
+  }
+}
+
 Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o, const char* op) {
   auto w = std::make_shared<P2PWork>();
   Context& c = op_context(o);
@@ -72,6 +99,7 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   const Tensor t = staging->stage(t_arg, is_send ? detail::StageDir::In : detail::StageDir::Out, "tensor");
   const Deadline d = prepare(w->req, t, peer, is_send, o, op);
   w->elem = t.element_size();
+  w->group_id = op_group(o, op).id;
   if (staging->active()) {
     // An isend of device memory posts once the data is on the host: it waits
     // here for the stream's earlier work and the copy.
@@ -98,7 +126,7 @@ Work send(const Tensor& t_arg, int dst, const OpOptions& o) {
   staging.wait_inputs(d);
   Engine& e = *op_context(o).engine;
   e.post_send(r, d);
-  e.wait(r, d);
+  wait_blaming_leaver(e, r, d, op_group(o, "send").id, "send");
   return Work();
 }
 
@@ -110,7 +138,7 @@ int recv(const Tensor& t_arg, int src, const OpOptions& o) {
   r.deadline = d;
   Engine& e = *op_context(o).engine;
   e.post_recv(r);
-  e.wait(r, d);
+  wait_blaming_leaver(e, r, d, op_group(o, "recv").id, "recv");
   staging.end(r.received);  // what arrived goes to the device, in stream order
   return r.source;
 }

@@ -124,6 +124,23 @@ std::optional<Error> read_left_after_giving_up(Engine& e, const ExecCall& c, int
                g->named == e.rank() ? g->by : g->named);
 }
 
+}  // namespace
+
+std::optional<Error> left_after_giving_up(Engine& e, std::uint32_t group_id, int peer, const std::string& what) {
+  const auto v = try_read(e, gave_up_by_key(group_id, peer));
+  if (!v) return std::nullopt;
+  const std::string s = store::to_string(*v);
+  const auto sp = s.find(' ');
+  if (sp == std::string::npos) return std::nullopt;
+  const auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
+  if (!g || g->by != peer) return std::nullopt;
+  return Error(ErrorCode::PeerFailure,
+               fmt::format("{}: rank {} left the job after giving up on a collective: {}", what, peer, g->why),
+               g->named == e.rank() ? g->by : g->named);
+}
+
+namespace {
+
 // Where each of this rank's messages starts in its pair's fast box: the
 // messages from a sender to a receiver lie in slot order, each from a line
 // boundary (plan.hpp). Both ends compute the same offsets from the same
@@ -611,7 +628,16 @@ void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const on
 }
 
 void execute(Engine& engine, const ExecCall& call) {
-  if (call.plan->runs_one_sided()) return execute_one_sided(engine, call);
+  if (call.plan->runs_one_sided()) {
+    try {
+      return execute_one_sided(engine, call);
+    } catch (...) {
+      // Peers on the window read its mark; one that meets this rank gone
+      // later (a point-to-point receive, a message plan) reads the store.
+      publish_gave_up(engine, call, std::current_exception());
+      throw;
+    }
+  }
   Runner r(engine, call);
   // Ranks of one host say in the group's window that they run this call as
   // messages, for a peer that runs it through the window (Ledger::doing).

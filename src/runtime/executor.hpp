@@ -211,6 +211,11 @@ void execute_one_sided(Engine& engine, const ExecCall& call);
 // a rank running a call as messages must be visible to a peer that runs it
 // through the window (Ledger::doing).
 onesided::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
+// For a point-to-point op (`what`) whose peer left the job: that peer's
+// record of giving up on a collective of group `group_id` (any call: point-
+// to-point is not ordered with them), whose culprit is then this op's too;
+// nullopt where it left without giving up.
+std::optional<Error> left_after_giving_up(Engine& e, std::uint32_t group_id, int peer, const std::string& what);
 // "1, 3": the distinct ranks, ascending, for "waiting for rank(s) ..."
 // (several requests or waits on one peer name it once).
 std::string rank_list(std::vector<int> ranks);

@@ -61,11 +61,23 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
   for (const auto& p : ps) by_call[p.call].push_back(&p);
   *behind = -1;
   if (by_call.size() > 1) {
-    const auto& last = by_call.begin()->second;
-    *behind = last.front()->rank;
-    for (auto q = prefer.rbegin(); q != prefer.rend(); ++q)  // the first preferred wins
-      for (const Position* p : last)
-        if (p->rank == *q) *behind = p->rank;
+    // A rank is behind when it was last seen in an earlier call than the
+    // latest, or never: a rank publishes only when it waits, so one that
+    // did not wait in the latest call may be ahead or stuck before it, and
+    // the caller's hints (a stopped process, a rank it waited on) decide
+    // among all of them; without a hint, the first of those seen least.
+    const std::uint64_t top = by_call.rbegin()->first;
+    *behind = by_call.begin()->second.front()->rank;
+    bool hinted = false;
+    for (int q : prefer) {
+      for (const auto& p : ps)
+        if (p.rank == q && p.call < top) {
+          *behind = q;
+          hinted = true;
+          break;
+        }
+      if (hinted) break;
+    }
   }
   std::string out;
   for (auto it = by_call.begin(); it != by_call.end(); ++it) {
@@ -107,13 +119,13 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
   try {
     PositionPublisher(c).publish(e);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
-    // Among the ranks furthest behind, a stopped one (this host) is the
-    // likeliest cause, then one this call waited on.
-    std::uint64_t lowest = UINT64_MAX;
-    for (const auto& p : ps) lowest = std::min(lowest, p.call);
+    // Among the ranks behind, a stopped one (this host) is the likeliest
+    // cause, then one this call waited on.
+    std::uint64_t top = 0;
+    for (const auto& p : ps) top = std::max(top, p.call);
     std::vector<int> prefer;
     for (const auto& p : ps)
-      if (p.call == lowest && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
+      if (p.call < top && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
     return fmt::format(" (where each rank is: {})", describe_positions(ps, behind, prefer));
   } catch (const Error& x) {

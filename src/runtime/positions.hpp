@@ -69,11 +69,13 @@ std::optional<Position> parse_position(const std::string& v, int rank);
 // Every member's position, by reading the store.
 std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks);
 // "rank 2 was last seen in all_reduce #418 (4 MiB); ranks 0, 1, 3 wait in
-// broadcast #419"; *behind gets the rank furthest behind (-1 when all are
-// in the same call). Where several are as far behind, the first of
-// `prefer` that is among them (diagnose: a stopped process on this host,
-// then the ranks the call waited on): ranks never seen waiting may simply
-// not have waited long yet, or wait outside this group's collectives.
+// broadcast #419"; *behind gets the first of `prefer` that is behind
+// (last seen in an earlier call than the latest, or never; diagnose: a
+// stopped process on this host, then the ranks the call waited on), else
+// the rank seen least (-1 when all are in the same call). Positions alone
+// cannot order the ranks behind: a rank publishes only when it waits, so one
+// never seen, or seen long ago, may have passed every call since without
+// waiting, or be stuck.
 std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer = {});
 
 // For a call that timed out: publishes its own position, reads the others'

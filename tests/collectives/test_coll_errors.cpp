@@ -240,6 +240,17 @@ TEST_CASE("a timeout's diagnosis prefers the rank it waited on among those furth
   CHECK(behind == 0);  // no hint: the first of them
   braid::describe_positions(ps, &behind, {1});
   CHECK(behind == 0);  // the rank waited on is not behind: the first of those that are
+  // A rank seen in an earlier call is behind too, though others were never
+  // seen: the rank waited on wins there (a root that never waited, since
+  // its sends completed at once, was blamed instead).
+  ps[0].call = 0;
+  ps[1].call = 1;
+  ps[2].call = 2;
+  ps[3].call = 2;
+  braid::describe_positions(ps, &behind, {1});
+  CHECK(behind == 1);
+  braid::describe_positions(ps, &behind);
+  CHECK(behind == 0);  // no hint: the one seen least
   for (auto& p : ps) p.call = 7;
   braid::describe_positions(ps, &behind, {3});
   CHECK(behind == -1);  // all in one call: nobody is behind

@@ -282,6 +282,43 @@ TEST_CASE("a rank that gave up and left is not named for the rank it waited on",
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a receive from a rank that gave up on a collective and left names that collective's culprit", "[failure]") {
+  // Rank 1 stays out of a broadcast (alive, in no call); rank 2 gives up on
+  // it (naming rank 1) and leaves; rank 0, the root, is through it and waits
+  // in a receive from rank 2,
+  // whose leaving must not make rank 2 the culprit: rank 1 is.
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16, 1.0f);
+    braid::all_reduce(braid::tensor(v));
+    if (rank == 1) {
+      st.wait({"test/go"}, std::chrono::seconds(60));
+      return;
+    }
+    if (rank == 2) {  // the chain 0 -> 1 -> 2: it waits on rank 1
+      auto e = expect_error([&] { braid::broadcast(braid::tensor(v), 0, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"}); },
+                            ErrorCode::Timeout, "timed out");
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+      braid::destroy_process_group();
+      return;
+    }
+    braid::broadcast(braid::tensor(v), 0, {.algorithm = "ring"});  // the root: its small send is done at once
+    float x = 0;
+    try {
+      braid::recv(braid::tensor(&x, 1), 2, {.timeout = std::chrono::seconds(30)});
+      RANK_CHECK_MSG(false, "the receive succeeded");
+    } catch (const braid::Error& e) {
+      const std::string what = e.what();
+      RANK_CHECK_MSG(e.peer() == 1, what);
+      RANK_CHECK_MSG(what.find("rank 2 left the job after giving up") != std::string::npos, what);
+    }
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 // A timeout's diagnosis prefers a stopped process on this host among the
 // ranks furthest behind: it has to tell a stopped rank from one that simply
 // has not published a position.

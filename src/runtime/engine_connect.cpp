@@ -35,7 +35,10 @@ void Engine::ensure_connected(const Request& r, Deadline deadline) {
   try {
     rec = read_peer_record(*store_, peer, Millis(deadline.poll_ms()));
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::Store) throw;
+    // Every rank's record is in the store before init returns anywhere: a
+    // read that times out is a store that does not answer (its host
+    // stopped, say), which names its host like a store that is gone.
+    if (e.code() != ErrorCode::Store && e.code() != ErrorCode::Timeout) throw;
     std::unique_lock lk(mu_);
     store_lost_locked(e.what());
     throw_for(lk, r);

@@ -57,7 +57,8 @@ bool parse_announcement(const std::string& text, Announcement* a) {
   std::getline(in, rest, '\0');
   const auto colon = rest.find(':');
   if (colon == std::string::npos || colon == 0 || colon > 4) return false;
-  const long len = std::strtol(rest.substr(0, colon).c_str(), &end, 10);
+  const std::string digits = rest.substr(0, colon);  // named: strtol's end points into it
+  const long len = std::strtol(digits.c_str(), &end, 10);
   if (*end != '\0' || len < 0 || static_cast<std::size_t>(len) != rest.size() - colon - 1) return false;
   a->name = rest.substr(colon + 1);
   return true;

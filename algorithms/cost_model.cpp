@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "algorithms/hosts.hpp"
 #include "src/common/errors.hpp"
 
 namespace braid::plan {
@@ -32,7 +33,7 @@ class Simulator {
  public:
   Simulator(const Plan& p, const LinkCosts& links)
       : p_(p), c_(links.local), remote_(links.remote), n_(static_cast<int>(p.ranks.size())),
-        hosts_(several_hosts(p.args.topology.host_of, n_) ? &p.args.topology.host_of : nullptr),
+        hosts_(several_hosts(p.args.topology.host_of, static_cast<std::size_t>(n_)) ? &p.args.topology.host_of : nullptr),
         boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(p)) {}
 
   double run() {
@@ -240,11 +241,6 @@ class Simulator {
     }
   }
 
-  // Ranks on several hosts: host_of names at least two.
-  static bool several_hosts(const std::vector<int>& host_of, int n) {
-    if (host_of.size() != static_cast<std::size_t>(n) || n == 0) return false;
-    return std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
-  }
   // The costs between ranks a and b (a local step: a == b, or b < 0).
   const CostParams& link(int a, int b) const {
     if (!hosts_ || b < 0 || a == b) return c_;
@@ -332,8 +328,7 @@ CostParams with_link(const CostParams& base, double latency_s, double s_per_byte
 LinkCosts link_costs(const CostParams& local, const CostParams& remote, const std::vector<int>& host_of) {
   // Several hosts: nothing is one host's, so no fast boxes and no one-host
   // one-sided figures for the local pairs, only their message costs.
-  const bool several = std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
-  if (!several) return {local, local};
+  if (!several_hosts(host_of, host_of.size())) return {local, local};
   CostParams l = local;
   l.fastbox_alpha_s = l.fastbox_beta_s_per_byte = 0.0;
   return {l, remote};

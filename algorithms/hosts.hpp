@@ -57,7 +57,14 @@ inline Hosts hosts_of(const PlanArgs& a) {
   return hs;
 }
 
-// Whether the group spans at least two hosts.
-inline bool several_hosts(const PlanArgs& a) { return hosts_of(a).count() > 1; }
+// Whether a layout of n ranks names at least two hosts (a malformed one,
+// of another size, names none: "unknown", as hosts_of reads it).
+inline bool several_hosts(const std::vector<int>& host_of, std::size_t n) {
+  if (host_of.size() != n || n == 0) return false;
+  return std::any_of(host_of.begin(), host_of.end(), [&](int h) { return h != host_of[0]; });
+}
+inline bool several_hosts(const PlanArgs& a) {
+  return several_hosts(a.topology.host_of, static_cast<std::size_t>(a.nranks));
+}
 
 }  // namespace braid::plan

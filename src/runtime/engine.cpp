@@ -1,7 +1,7 @@
 #include "src/runtime/engine.hpp"
 
-#include <sys/epoll.h>
 #include <sched.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -28,12 +28,10 @@ constexpr int kFdPollEvery = 8;
 
 // How long a waiter polls before it sleeps in the kernel: BRAID_SPIN_US, or
 // 50 us, long enough to catch a reply from a peer on this host without a
-// wake-up -- but 0 when this host's ranks share CPUs (cpu_sets.hpp): then
-// the peer we wait for needs our core, and polling only delays it (measured:
-// 8-byte all_reduce at 4 ranks on 2 cores, 238 us polling, 29 us not).
-// Sharing CPUs, a waiter polls this long too, but yields its CPU between
-// polls (sched_yield), so the peer it waits for runs.
-constexpr auto kYieldSpin = std::chrono::microseconds(200);
+// wake-up -- but where this machine's ranks share CPUs (cpu_sets.hpp) the
+// peer we wait for needs our core, and polling with pause only delays it
+// (measured: 8-byte all_reduce at 4 ranks on 2 cores, 238 us polling, 29 us
+// not): then Engine::kYieldSpin, yielding between polls.
 long spin_us_from_env() {
   return static_cast<long>(
       env_integer("BRAID_SPIN_US", 0, 1000000, "microseconds, 0..1000000").value_or(-1));

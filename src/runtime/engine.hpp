@@ -125,6 +125,11 @@ class Engine final : public TransportHost {
   // while polling (ranks outnumber CPUs).
   std::chrono::microseconds spin_time() const { return spin_; }
   bool oversubscribed() const { return oversubscribed_; }
+  // Where a machine's ranks outnumber its CPUs (oversubscribed()), a waiter
+  // polls this long, yielding its CPU between polls (sched_yield) so that
+  // the peer it waits for runs, before it sleeps: message waits and
+  // one-sided waits alike.
+  static constexpr auto kYieldSpin = std::chrono::microseconds(200);
   // Throws the job's abort error if there is one; about once a second also
   // reads the failure log another rank may have written.
   void check_abort();

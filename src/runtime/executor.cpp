@@ -104,39 +104,46 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
   return Error(g->code, fmt::format("{}: rank {} gave up on this call: {}", c.what, g->by, why), about);
 }
 
+// A peer's record of the last call of the group it gave up on ("<seq> "
+// and the record), checked; nullopt where there is none, or it is not the
+// peer's own.
+std::optional<std::pair<std::uint64_t, GaveUp>> read_gave_up_by(Engine& e, std::uint32_t group_id, int peer) {
+  const auto v = try_read(e, gave_up_by_key(group_id, peer));
+  if (!v) return std::nullopt;
+  const std::string s = store::to_string(*v);
+  const auto sp = s.find(' ');
+  const auto seq = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(0, sp), 12);
+  if (!seq) return std::nullopt;
+  auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
+  if (!g || g->by != peer) return std::nullopt;
+  return std::make_pair(*seq, std::move(*g));
+}
+
+// The error for `what` whose peer left after giving up on `which`: it names
+// the rank the peer's own error named (or the peer, where that is us).
+Error left_after(Engine& e, const std::string& what, int peer, const char* which, const GaveUp& g) {
+  return Error(ErrorCode::PeerFailure,
+               fmt::format("{}: rank {} left the job after giving up on {}: {}", what, peer, which, g.why),
+               g.named == e.rank() ? g.by : g.named);
+}
+
 // For a peer that left the job while this call waited on it: its record of
 // giving up on the group's previous call or the one before (a neighbour in a
 // pipelined plan runs a call or two ahead of a rank that gave up), whose
 // culprit is then this call's too. An older record says nothing about why
 // it left now.
 std::optional<Error> read_left_after_giving_up(Engine& e, const ExecCall& c, int peer) {
-  const auto v = try_read(e, gave_up_by_key(c.group->id, peer));
-  if (!v) return std::nullopt;
-  const std::string s = store::to_string(*v);
-  const auto sp = s.find(' ');
-  const auto seq = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(0, sp), 12);
-  if (!seq || *seq > c.seq || c.seq - *seq > 2) return std::nullopt;
-  const auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
-  if (!g || g->by != peer) return std::nullopt;
-  return Error(ErrorCode::PeerFailure,
-               fmt::format("{}: rank {} left the job after giving up on {}: {}", c.what, peer,
-                           *seq == c.seq ? "this call" : "an earlier call", g->why),
-               g->named == e.rank() ? g->by : g->named);
+  const auto r = read_gave_up_by(e, c.group->id, peer);
+  if (!r || r->first > c.seq || c.seq - r->first > 2) return std::nullopt;
+  return left_after(e, c.what, peer, r->first == c.seq ? "this call" : "an earlier call", r->second);
 }
 
 }  // namespace
 
 std::optional<Error> left_after_giving_up(Engine& e, std::uint32_t group_id, int peer, const std::string& what) {
-  const auto v = try_read(e, gave_up_by_key(group_id, peer));
-  if (!v) return std::nullopt;
-  const std::string s = store::to_string(*v);
-  const auto sp = s.find(' ');
-  if (sp == std::string::npos) return std::nullopt;
-  const auto g = parse_gave_up(s.substr(sp + 1), e.world_size());
-  if (!g || g->by != peer) return std::nullopt;
-  return Error(ErrorCode::PeerFailure,
-               fmt::format("{}: rank {} left the job after giving up on a collective: {}", what, peer, g->why),
-               g->named == e.rank() ? g->by : g->named);
+  const auto r = read_gave_up_by(e, group_id, peer);
+  if (!r) return std::nullopt;
+  return left_after(e, what, peer, "a collective", r->second);
 }
 
 namespace {

@@ -57,7 +57,6 @@ constexpr std::size_t kBounceBytes = 128 * 1024;  // half a core's L2 here
 // out of place gained nothing from them (bench/RESULTS.md, section 9).
 constexpr std::size_t kStreamBytes = 8 * 1024 * 1024;
 constexpr int kSleepSliceMs = 10;                // between liveness checks
-constexpr auto kYieldSpin = std::chrono::microseconds(200);
 constexpr auto kPauseSpin = std::chrono::microseconds(3);
 constexpr unsigned kPollsPerClock = 16;
 constexpr auto kTurnSlice = std::chrono::milliseconds(1);
@@ -280,7 +279,7 @@ struct OneSidedRunner {
     };
     int q = behind();
     if (q < 0) return;
-    const auto spin_end = Clock::now() + (e.oversubscribed() ? kYieldSpin : e.spin_time());
+    const auto spin_end = Clock::now() + (e.oversubscribed() ? Engine::kYieldSpin : e.spin_time());
     while ((q = behind()) >= 0) {
       if (Clock::now() < spin_end) {
         if (e.oversubscribed()) sched_yield();
@@ -611,7 +610,7 @@ struct OneSidedRunner {
       flush_rings();  // no peer sleeps yet: it spins for as long as we do
       const auto now = Clock::now();
       if (k == kPollsPerClock) {
-        spin_end = now + (yield ? kYieldSpin : e.spin_time());
+        spin_end = now + (yield ? Engine::kYieldSpin : e.spin_time());
         // After a few microseconds of polling, yield between polls: a peer
         // that shares our CPU with another process gets to run and signal.
         pause_end = now + (yield ? std::chrono::microseconds(0) : kPauseSpin);

@@ -141,13 +141,16 @@ Fd connect_once(const SockAddr& addr, Deadline deadline) {
   return fd;
 }
 
-Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what) {
+Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what, bool refused_is_final) {
   auto backoff = std::chrono::milliseconds(1);
   int last = 0;
   for (;;) {
     Fd fd = connect_once(addr, deadline);
     if (fd.valid()) return fd;
     last = errno;
+    if (refused_is_final && last == ECONNREFUSED)
+      throw Error(ErrorCode::Transport, fmt::format("{} at {} refused the connection (nothing listens there now)",
+                                                    what, addr.str()));
     if (deadline.expired()) break;
     std::this_thread::sleep_for(std::min(backoff, std::chrono::milliseconds(deadline.poll_ms())));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));

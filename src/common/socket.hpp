@@ -36,7 +36,10 @@ Fd try_listen_on(const SockAddr& addr, int backlog = 512);
 
 // Connects, retrying refused/unreachable attempts with back-off until the
 // deadline (the listener may not be up yet). `what` names the target in errors.
-Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what);
+// With `refused_is_final` a refusal ends it at once (ErrorCode::Transport):
+// for a listener that was up before, a refusal means it is gone, while a
+// lost SYN (a full backlog) is still waited out.
+Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what, bool refused_is_final = false);
 // One attempt, bounded by the deadline; returns an invalid Fd and sets errno.
 Fd connect_once(const SockAddr& addr, Deadline deadline);
 

@@ -29,7 +29,8 @@ constexpr Millis kProbeLimit{5000};
 // starting: a Braid store lives as long as the process hosting it. Waiting
 // the whole timeout for it would hold a rank (in teardown, say, after the
 // host has left) for minutes; a few seconds cover a SYN lost to a full
-// backlog (retransmitted after 1 s).
+// backlog (retransmitted after 1 s). A refusal ends it at once: nothing
+// listens on the port any more.
 constexpr Millis kReconnectLimit{3000};
 }  // namespace
 
@@ -64,7 +65,7 @@ struct TcpStore::Impl {
     if (gone) throw *gone;
     try {
       sock = net::connect_retry(addr, served ? Deadline{std::min(deadline.at, Clock::now() + kReconnectLimit)} : deadline,
-                                what);
+                                what, served);
     } catch (const Error& e) {
       const Error why(ErrorCode::Store, fmt::format("{} is unreachable: {}", what, e.what()));
       if (served) gone = Error(ErrorCode::Store, fmt::format("{} (it served this client before: it is gone)", why.what()));

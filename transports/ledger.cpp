@@ -112,6 +112,17 @@ void Ledger::mark_failed(const Failure& f) {
   pushed(&b->failed, sizeof b->failed, true);
 }
 
+void Ledger::knew_failed(int rank) {
+  if (rank < 0 || mine_->knew_failed.load(std::memory_order_relaxed)) return;
+  mine_->knew_failed.store(static_cast<std::uint32_t>(rank) + 1, std::memory_order_release);
+  pushed(&mine_->knew_failed, sizeof mine_->knew_failed, true);
+}
+
+int Ledger::peer_knew_failed(int peer, int world) const {
+  const std::uint32_t v = of(peer).knew_failed.load(std::memory_order_acquire);
+  return v > 0 && v <= static_cast<std::uint32_t>(world) ? static_cast<int>(v) - 1 : -1;
+}
+
 bool Ledger::peer_failed(int peer, Failure* f) const {
   const LedgerBlock& b = of(peer);
   if (b.failed.load(std::memory_order_acquire) == 0) return false;

@@ -105,6 +105,9 @@ struct LedgerBlock {
   std::int32_t failure_about;
   std::uint64_t failure_call;
   char failure[236];  // the error's message, NUL-terminated
+  // 1 + the world rank the owner learned had failed before it left, or 0
+  // (Ledger::knew_failed).
+  alignas(kLine) std::atomic<std::uint32_t> knew_failed;
 };
 static_assert(sizeof(LedgerBlock) % kLine == 0);
 
@@ -178,6 +181,13 @@ class Ledger {
   // --- failure marks ------------------------------------------------------------
   void mark_failed(const Failure& f);
   bool peer_failed(int peer, Failure* f) const;
+  // Leaving after learning that world rank `rank` failed: said here for a
+  // peer that finds this rank gone while it waits on it in the window. With
+  // the store's host dead, the job's failure log that would say why this
+  // rank left is gone too.
+  void knew_failed(int rank);
+  // What the peer said so, checked against `world` ranks: -1 if nothing.
+  int peer_knew_failed(int peer, int world) const;
 
  private:
   void pushed(const void* field, std::size_t bytes, bool ordered = false) {

@@ -165,6 +165,12 @@ class Transport {
   // for it (sends to it, receives streaming from it), then drop_peer().
   // Traffic with every other peer goes on: survivors may continue.
   virtual void fail_peer(int peer, const std::exception_ptr& e) = 0;
+  // `peer`, gone now, learned before it went that this rank had failed (the
+  // first failure it learned of), as it left word in memory this transport
+  // shares with it; -1 where it did not, or this transport cannot tell. It
+  // may have given up and exited because of that rank: with the store's
+  // host among the dead, the failure log that would order the two is gone.
+  virtual int knew_failed(int /*peer*/) const { return -1; }
   // Says goodbye to every peer and closes (destroy_process_group).
   virtual void shutdown() = 0;
   // Fails every request this transport holds (job abort).

@@ -129,6 +129,15 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   c->world.impl()->owner = c;
   auto& wg = *c->world.impl();
   c->engine->add_group(wg.id, wg.ranks);
+  // A gone peer's word in the world's window of a failure it learned of
+  // (Ledger::knew_failed), for the engine's own findings of it gone.
+  c->engine->set_window_word([g = std::weak_ptr<detail::GroupImpl>(c->world.impl())](int peer) {
+    const auto impl = g.lock();
+    onesided::Window* w = impl ? ready_window(*impl) : nullptr;
+    const int q = impl && peer >= 0 && static_cast<std::size_t>(peer) < impl->group_of_global.size()
+                      ? impl->group_of_global[static_cast<std::size_t>(peer)] : -1;
+    return w && q >= 0 && q != w->me() ? w->ledger().peer_knew_failed(q, static_cast<int>(impl->ranks.size())) : -1;
+  });
   // The world's definition: a rank that differs from the first says so in
   // the store, so that after the rendezvous every rank reports it.
   const std::string sig = group_signature(*c, wg);

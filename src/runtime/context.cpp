@@ -7,6 +7,7 @@
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
 #include "src/device/device_staging.hpp"
+#include "src/runtime/executor.hpp"
 #include "src/runtime/plan_cache.hpp"
 
 namespace braid {
@@ -16,6 +17,15 @@ std::shared_ptr<Context> g_context;
 }
 
 Context::~Context() {
+  // Leaving (a rank that caught an error returns from main) after learning
+  // of a failure: say which in the world group's window, where a local
+  // peer waiting on this rank looks once it finds it gone.
+  try {
+    if (!destroyed && engine && world.valid())
+      if (onesided::Window* w = ready_window(*world.impl()))
+        w->ledger().knew_failed(engine->first_failed());
+  } catch (...) {
+  }
   if (destroyed || !server) return;
   try {
     runner.reset();

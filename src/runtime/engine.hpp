@@ -156,6 +156,15 @@ class Engine final : public TransportHost {
   // A peer's error named `rank` as failed (a window's failure mark): record
   // it, so failed_ranks() holds it when the error is thrown.
   void note_reported(int rank, const std::string& reason);
+  // Where a gone peer's word of a failure it learned of may also be read
+  // (the world group's window: Ledger::knew_failed), besides the transports.
+  void set_window_word(std::function<int(int peer)> read) {
+    std::lock_guard lk(mu_);
+    window_word_ = std::move(read);
+  }
+  // As note_reported, ordered just before `before`'s failure if that is
+  // noted already: the report is of what made `before` leave.
+  void note_reported_before(int rank, int before, const std::string& reason);
   // Global ranks known to have failed, ascending.
   std::vector<int> failed_ranks();
   // Failed, or left the job: it will take part in nothing more.
@@ -174,6 +183,8 @@ class Engine final : public TransportHost {
   void refresh_failures(const std::vector<int>& peers);
   // Ranks that failed (teardown waits for the others' goodbye only).
   int failed_count();
+  // The first other rank in the failure log's order that failed, or -1.
+  int first_failed();
   // A store call outside the engine failed with `e` (agreement): when the
   // store is unreachable, the job is over as the watchdog would find it
   // (naming rank 0, its host); other errors are rethrown as they are.
@@ -189,6 +200,9 @@ class Engine final : public TransportHost {
   // pending receives fail saying so), else failed (logged, its groups
   // poisoned). mu_ held.
   void note_gone_locked(int peer, bool said_goodbye);
+  // A gone peer's word of a failure it learned of before it went
+  // (Transport::knew_failed), noted first: it may be why the peer left.
+  void note_what_it_knew_locked(int peer);
   // How often a long wait asks the store whether the job was aborted.
   static constexpr auto kWatchdogPeriod = std::chrono::milliseconds(1000);
   // How long an abandoned send already on the wire to a live peer may take
@@ -303,6 +317,7 @@ class Engine final : public TransportHost {
   std::unordered_map<std::uint32_t, std::vector<int>> groups_;
   std::unordered_set<std::uint32_t> poisoned_;
   std::vector<char> left_;  // peers that said goodbye
+  std::function<int(int)> window_word_;  // set_window_word
 
   // Async ops: counted so the background thread sleeps when idle.
   std::vector<Request*> async_reqs_;

@@ -212,6 +212,7 @@ void Engine::peer_left(int peer) {
 
 void Engine::peer_gone(int peer, const std::string& reason, std::uint32_t id) {
   std::unique_lock lk(mu_);
+  note_what_it_knew_locked(peer);
   note_failure_locked(peer, reason, true);
   throw_error(lk, [&] { return group_error_locked(id); });
 }
@@ -221,12 +222,27 @@ void Engine::note_reported(int rank, const std::string& reason) {
   note_failure_locked(rank, reason, false);
 }
 
+void Engine::note_reported_before(int rank, int before, const std::string& reason) {
+  std::lock_guard lk(mu_);
+  std::uint64_t seq = kUnlogged;
+  for (const Failure& f : failures_)
+    if (f.rank == before && f.seq > 0) seq = f.seq - 1;
+  note_failure_locked(rank, reason, false, seq);
+}
+
 std::vector<int> Engine::failed_ranks() {
   std::unique_lock lk(mu_);
   std::vector<int> out;
   for (int r = 0; r < cfg_.world_size; ++r)
     if (failed_[static_cast<std::size_t>(r)]) out.push_back(r);
   return out;
+}
+
+int Engine::first_failed() {
+  std::lock_guard lk(mu_);
+  for (const Failure& f : failures_)
+    if (f.rank != cfg_.rank) return f.rank;
+  return -1;
 }
 
 int Engine::failed_count() {
@@ -283,7 +299,19 @@ void Engine::check_peer_alive(int peer) {
   throw_error(lk, [&] { return rank_error_locked(peer); });
 }
 
+void Engine::note_what_it_knew_locked(int peer) {
+  if (peer < 0 || peer >= cfg_.world_size || failed_[static_cast<std::size_t>(peer)]) return;
+  for (const Transport* t : all_)
+    if (const int q = t->knew_failed(peer); q >= 0 && q < cfg_.world_size) {
+      note_failure_locked(q, fmt::format("reported by rank {} (in shared memory) before it exited", peer), true);
+      return;
+    }
+  if (const int q = window_word_ ? window_word_(peer) : -1; q >= 0 && q < cfg_.world_size && q != cfg_.rank)
+    note_failure_locked(q, fmt::format("reported by rank {} (in the group's window) before it exited", peer), true);
+}
+
 void Engine::note_gone_locked(int peer, bool said_goodbye) {
+  note_what_it_knew_locked(peer);
   if (said_goodbye) peer_left(peer);
   else note_failure_locked(peer, "its process is gone (exited or killed)", true);
 }

@@ -621,6 +621,14 @@ std::string rank_list(std::vector<int> ranks) {
   return s;
 }
 
+bool left_knowing(Engine& e, const onesided::Window& w, int q) {
+  const int knew = w.ledger().peer_knew_failed(q, e.world_size());
+  if (knew < 0 || knew == e.rank() || knew == w.world_rank(q)) return false;
+  e.note_reported_before(knew, w.world_rank(q),
+                         fmt::format("reported by rank {} (in the group's window) before it exited", w.world_rank(q)));
+  return true;
+}
+
 void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const onesided::Failure& f,
                         const ExecCall& call) {
   const auto known = static_cast<int>(ErrorCode::Internal);
@@ -662,6 +670,17 @@ void execute(Engine& engine, const ExecCall& call) {
     // given up first, on another rank's account: name that rank.
     if (x.code() == ErrorCode::PeerFailure && x.peer() >= 0 && engine.left(x.peer()))
       if (auto why = read_left_after_giving_up(engine, call, x.peer())) throw *why;
+    // Or it said in the group's window which failure it learned of (the
+    // store's host may be the one that failed: then the above finds nothing).
+    if (x.code() == ErrorCode::PeerFailure && x.peer() >= 0 && r.window && engine.gone(x.peer()))
+      if (const int q = call.group->group_of_global[static_cast<std::size_t>(x.peer())]; q >= 0)
+        if (left_knowing(engine, *r.window, q))
+          engine.check_group(call.group->id);  // throws, naming the failure the group met first
+    // A failed member poisons the group: say so in its window too, for a
+    // peer waiting there on this rank, which may exit now (with the store's
+    // host dead, the window is where that peer can read why).
+    if (x.code() == ErrorCode::PeerFailure && r.window)
+      r.window->ledger().mark_failed({static_cast<int>(x.code()), x.peer(), x.what(), call_identity(call)});
     publish_gave_up(engine, call, std::current_exception());
     throw;
   } catch (...) {

@@ -229,6 +229,10 @@ Error runs_otherwise(const ExecCall& call, int peer, bool peer_through_window);
 // names is recorded first (failed_ranks() then holds it).
 [[noreturn]] void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const onesided::Failure& f,
                                      const ExecCall& call);
+// Peer q of window w is gone: if it said it had learned of a failure first
+// (Ledger::knew_failed), that failure is noted, before q's own: it is why q
+// left. True if it said so.
+bool left_knowing(Engine& e, const onesided::Window& w, int q);
 // The window if it is made, else nullptr.
 onesided::Window* ready_window(detail::GroupImpl& g);
 // Which call this is, for Ledger::doing: its ticket (one-sided runner) or

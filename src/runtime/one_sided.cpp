@@ -632,6 +632,7 @@ struct OneSidedRunner {
         if (w.peer_gone(p.peer)) {
           if (reap()) return;
           gave_up_watch.now(e);  // it may have given up, then exited
+          left_knowing(e, w, p.peer);
           e.peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)", call.group->id);
         }
         // The peer runs this very call as a message plan on the engine (it

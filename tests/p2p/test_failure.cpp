@@ -319,6 +319,53 @@ TEST_CASE("a receive from a rank that gave up on a collective and left names tha
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
+  // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
+  // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,
+  // so it sees rank 1 go first). With the store gone, the failure log that
+  // would tell rank 2 why rank 1 left is gone: rank 1's goodbye (shm, tcp)
+  // or its word in shared memory must say it, and rank 2 name rank 0.
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    float x = 1.0f;
+    auto one = braid::tensor(&x, 1);
+    if (rank == 0) {
+      braid::send(one, 1);
+      st.wait({"test/rank1-waits"}, std::chrono::seconds(30));
+      ::raise(SIGKILL);
+    }
+    if (rank == 1) {
+      braid::recv(one, 0);
+      braid::send(one, 2);
+      auto w = braid::irecv(one, 0, {.tag = 1});
+      st.set("test/rank1-waits", braid::store::to_bytes(std::string("1")));
+      auto e = expect_error([&] { w.wait(); }, ErrorCode::PeerFailure, "rank 0");
+      RANK_CHECK_MSG(e.peer() == 0, e.what());
+      try {
+        braid::destroy_process_group();  // leaves: its goodbye goes out
+      } catch (const braid::Error&) {  // the store is gone: said so, and left all the same
+      }
+      return;
+    }
+    braid::recv(one, 1);
+    try {
+      braid::recv(one, 1, {.timeout = std::chrono::seconds(20), .tag = 1});
+      RANK_CHECK_MSG(false, "the receive from rank 1 succeeded");
+    } catch (const braid::Error& e) {
+      RANK_CHECK_MSG(e.peer() == 0, e.what());
+    }
+    try {
+      braid::destroy_process_group();
+    } catch (const braid::Error&) {
+    }
+  });
+  INFO(describe(res));
+  REQUIRE((!res[0].exited && res[0].code == SIGKILL));
+  REQUIRE(res[1].ok());
+  REQUIRE(res[2].ok());
+}
+
 // A timeout's diagnosis prefers a stopped process on this host among the
 // ranks furthest behind: it has to tell a stopped rank from one that simply
 // has not published a position.

@@ -6,7 +6,8 @@
 //
 // Visibility: the header's fields are written by the owner before it
 // publishes its address in the store and never change, except `state`
-// (release by the owner at shutdown) and `sleeping` (see ShmTransport).
+// (release by the owner at shutdown), `first_failed` (release by the owner
+// when it first learns of a failure) and `sleeping` (see ShmTransport).
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,11 @@ struct alignas(kLine) SegmentHeader {
   std::uint32_t world_size;
   std::uint64_t ring_bytes;
   std::atomic<std::uint32_t> state;
+  // 1 + the first rank the owner learned had failed, 0 while it knows of
+  // none. A peer that finds the owner gone reads it: the owner may have
+  // given up and exited because of that rank, and with the store's host
+  // among the dead the failure log that would say so is gone too.
+  std::atomic<std::uint32_t> first_failed;
   alignas(kLine) std::atomic<std::uint32_t> sleeping;  // owner is (about to be) asleep
 };
 

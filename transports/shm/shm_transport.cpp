@@ -69,6 +69,7 @@ struct ShmTransport::Peer {
   };
   std::deque<Pending> pending;
   bool bye = false;
+  std::uint64_t bye_knew = 0;  // its goodbye's word of a failure (knew_failed)
   bool gone = false;
 };
 
@@ -363,6 +364,9 @@ bool ShmTransport::drain(int s) {
       }
       case shm::RecordType::Bye:
         peer(s).bye = true;
+        peer(s).bye_knew = h.token;  // its first_failed (SegmentHeader), checked by knew_failed
+        if (const int q = knew_failed(s); q >= 0)
+          host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) as it left", s));
         host_.peer_left(s);
         break;
       default:  // Pad
@@ -412,6 +416,10 @@ void ShmTransport::on_peer_exit(int p) {
   drain(p);  // records it wrote before exiting are still valid
   x.gone = true;
   if (x.pidfd.valid()) host_.del_fd(x.pidfd.get());
+  // A failure it knew of before it went comes first: it may have left
+  // because of it.
+  if (const int q = knew_failed(p); q >= 0)
+    host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) before it exited", p));
   const bool left = x.bye || (x.seg.valid() && x.seg.header()->state.load(std::memory_order_acquire) ==
                                                    static_cast<std::uint32_t>(shm::SegmentState::Left));
   if (left) {
@@ -449,7 +457,22 @@ void ShmTransport::drop_peer(int p) {
   x.gone = true;
 }
 
+int ShmTransport::knew_failed(int p) const {
+  // Its segment's word, or what its goodbye carried (a peer we never sent
+  // to: its segment is not mapped here).
+  const Peer& x = *peers_[static_cast<std::size_t>(p)];
+  std::uint64_t knew = x.bye_knew;
+  if (x.seg.valid()) knew = std::max<std::uint64_t>(knew, x.seg.header()->first_failed.load(std::memory_order_acquire));
+  const auto q = static_cast<int>(knew) - 1;  // written by the peer: checked
+  return knew > 0 && knew <= static_cast<std::uint64_t>(cfg_.world_size) && q != p && q != cfg_.rank ? q : -1;
+}
+
 void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
+  // For peers that find this rank gone later (on_peer_exit).
+  std::uint32_t none = 0;
+  if (p != cfg_.rank)
+    own_.header()->first_failed.compare_exchange_strong(none, static_cast<std::uint32_t>(p) + 1,
+                                                         std::memory_order_release, std::memory_order_relaxed);
   Peer& x = peer(p);
   for (auto& f : x.pending)
     if (f.r) host_.complete(*f.r, e);
@@ -483,6 +506,8 @@ void ShmTransport::shutdown() {
     if (x->out.valid() && !x->gone && x->pending.empty()) {
       shm::RecordHeader h{};
       h.type = shm::RecordType::Bye;
+      // What we knew of, for a peer that does not map our segment.
+      h.token = own_.header()->first_failed.load(std::memory_order_relaxed);
       if (x->out.push(h, nullptr, 0)) ring_doorbell(*x);
     }
     if (x->watch && x->pidfd.valid() && !x->gone) host_.del_fd(x->pidfd.get());

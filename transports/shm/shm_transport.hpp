@@ -57,6 +57,7 @@ class ShmTransport final : public Transport {
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
+  int knew_failed(int peer) const override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
 

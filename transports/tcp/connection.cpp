@@ -335,6 +335,7 @@ void Connection::handle_header() {
     }
     case wire::FrameType::Bye:
       bye_received_ = true;
+      t_.heard_goodbye(peer_, h.id);
       return;
     default:
       broken(fmt::format("sent a frame of unknown type {}", static_cast<int>(h.type)));

@@ -29,7 +29,8 @@ std::size_t eager_limit_from_env() {
 TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
     : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()),
       out_(static_cast<std::size_t>(cfg.world_size), nullptr),
-      incoming_(static_cast<std::size_t>(cfg.world_size), 0) {
+      incoming_(static_cast<std::size_t>(cfg.world_size), 0),
+      bye_knew_(static_cast<std::size_t>(cfg.world_size), 0) {
   const std::string here = net::advertised_address(cfg.store_host);
   listen_fd_ = net::listen_on(net::resolve(here, 0));
   net::set_nonblocking(listen_fd_.get());
@@ -332,6 +333,9 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
 
 void TcpTransport::connection_closed_cleanly(Connection& c) {
   const int peer = c.peer();
+  // A failure it learned of before it left is why it left, maybe: first.
+  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
+    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
   // Only the peer's own (dialed) connection carries its messages to us; the
   // goodbye on ours can overtake data still arriving on theirs.
   if (c.dialed()) {
@@ -357,7 +361,18 @@ void TcpTransport::drop_peer(int peer) {
   for (Connection* c : doomed) retire(*c);
 }
 
+void TcpTransport::heard_goodbye(int peer, std::uint64_t word) {
+  if (peer >= 0 && peer < cfg_.world_size) bye_knew_[static_cast<std::size_t>(peer)] = word;
+}
+
+int TcpTransport::knew_failed(int peer) const {
+  const std::uint64_t w = bye_knew_[static_cast<std::size_t>(peer)];  // the peer's word: checked
+  const auto q = static_cast<int>(w) - 1;
+  return w > 0 && w <= static_cast<std::uint64_t>(cfg_.world_size) && q != peer && q != cfg_.rank ? q : -1;
+}
+
 void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
+  if (!first_failed_ && peer != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(peer) + 1;
   for (auto& c : conns_)
     if (c->peer() == peer) fail_requests_of(*c, e);
   auto fail_of = [&](auto& tokens, auto belongs) {
@@ -386,7 +401,8 @@ void TcpTransport::fail_all(const std::exception_ptr& e) {
 void TcpTransport::shutdown() {
   // Goodbye on every socket whose queue is empty, so peers can tell a clean
   // exit from a crash. Best effort, bounded: a dead peer must not stall us.
-  const auto bye = wire::make_header(wire::FrameType::Bye, 0, 0, 0);
+  // It says which failure we learned of first: we may leave because of it.
+  const auto bye = wire::make_header(wire::FrameType::Bye, 0, 0, 0, first_failed_);
   const Deadline d = Deadline::after(Millis(1000));
   for (auto& c : conns_) {
     if (c->closed() || c->peer() < 0) continue;

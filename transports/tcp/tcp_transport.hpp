@@ -53,6 +53,10 @@ class TcpTransport final : public Transport, private EventSource {
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
+  int knew_failed(int peer) const override;
+  // The peer's goodbye carried `word`: 1 + the first rank it had learned
+  // had failed, or 0 (Transport::knew_failed).
+  void heard_goodbye(int peer, std::uint64_t word);
   void shutdown() override;
   // Fails every request this transport holds (job abort).
   void fail_all(const std::exception_ptr& e) override;
@@ -101,6 +105,8 @@ class TcpTransport final : public Transport, private EventSource {
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
   std::vector<Connection*> out_;  // the connection this rank dialed, per peer
   std::vector<int> incoming_;     // count of live accepted connections per peer
+  std::uint32_t first_failed_ = 0;     // 1 + the first rank fail_peer was told of; our goodbye says it
+  std::vector<std::uint64_t> bye_knew_;  // per peer, what its goodbye said (heard_goodbye)
 
   std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting CTS
   std::unordered_map<std::uint64_t, Request*> rdv_in_;   // receives awaiting DATA

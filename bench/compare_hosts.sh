@@ -16,7 +16,7 @@
 #
 # Open MPI runs as the notes measured it fair on 2 cores: ob1 with the tcp
 # BTL between hosts and vader inside, yield_when_idle (ranks outnumber the
-# CPUs), no binding; its rsh agent is tools/cluster exec.
+# CPUs), no binding; its rsh agent is tools/cluster rsh.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,12 +50,10 @@ if [[ $use_mpi == 1 ]]; then
     { echo "compare_hosts.sh: Open MPI (mpirun.openmpi, mpicc.openmpi) not found; MPI=0 runs Braid only" >&2; exit 2; }
   mpi_bench=$log_dir/mpi-bench-openmpi
   mpicc.openmpi -O2 -std=c11 -o "$mpi_bench" "$here/mpi/mpi_bench.c" -lm
-  agent=$log_dir/agent.sh  # Open MPI's rsh agent: drop its options, run on the host
-  printf '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nh=$1; shift\nexec %s exec "$h" sh -c "$*"\n' "$cluster" > "$agent"
-  chmod +x "$agent"
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  mpirun_cmd=(mpirun.openmpi -np "$n" --host "$host_list" --mca plm_rsh_agent "$agent" --mca pml ob1
-              --mca btl tcp,vader,self --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24
+  subnet=$("$cluster" subnet --name $name)
+  mpirun_cmd=(mpirun.openmpi -np "$n" --host "$host_list" --mca plm_rsh_agent "$cluster rsh" --mca pml ob1
+              --mca btl tcp,vader,self --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet"
               --mca mpi_yield_when_idle 1 --bind-to none)
   impls+=" mpi"
 fi

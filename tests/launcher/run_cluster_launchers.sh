@@ -4,7 +4,7 @@
 #  - as srun starts tasks: Slurm's variables alone (SLURM_PROCID,
 #    SLURM_NTASKS, a compressed SLURM_STEP_NODELIST, SLURM_JOB_ID), no
 #    MASTER_ADDR or MASTER_PORT: the store must come up on the first node;
-#  - Open MPI's mpirun (rsh agent: tools/cluster exec), where it exists, with
+#  - Open MPI's mpirun (rsh agent: tools/cluster rsh), where it exists, with
 #    MASTER_ADDR and MASTER_PORT passed by -x: ranks from OMPI_COMM_WORLD_*.
 # Every rank must finish its token ring and sum. Skipped (77) where
 # namespaces cannot be made (not root).
@@ -33,15 +33,12 @@ rm -f /tmp/$name.out.[0-3]
 
 # Open MPI's mpirun across the hosts.
 if command -v mpirun.openmpi >/dev/null; then
-  agent=/tmp/$name.agent
-  printf '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nh=$1; shift\nexec %s exec "$h" sh -c "$*"\n' "$cluster" > "$agent"
-  chmod +x "$agent"
+  subnet=$("$cluster" subnet --name "$name")
   port=$(( 20000 + $$ % 20000 ))
   OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 mpirun.openmpi -np 4 \
-    --host "${name}1:2,${name}2:2" --mca plm_rsh_agent "$agent" --mca btl_tcp_if_include 10.77.0.0/24 \
-    --mca oob_tcp_if_include 10.77.0.0/24 --bind-to none -x MASTER_ADDR="${name}1" -x MASTER_PORT=$port \
+    --host "${name}1:2,${name}2:2" --mca plm_rsh_agent "$cluster rsh" --mca btl_tcp_if_include "$subnet" \
+    --mca oob_tcp_if_include "$subnet" --bind-to none -x MASTER_ADDR="${name}1" -x MASTER_PORT=$port \
     "$hello" > /tmp/$name.out 2>&1 || { echo "FAIL: mpirun across the hosts"; cat /tmp/$name.out; fail=1; }
-  rm -f "$agent"
   for r in 0 1 2 3; do
     grep -q "^rank $r of 4 .*sum of ranks 6$" /tmp/$name.out || { echo "FAIL: mpirun's rank $r did not report"; fail=1; }
   done

@@ -26,8 +26,10 @@ int main(int argc, char** argv) {
   } else if (how == "file") {
     o.init_method = std::string("file:///tmp/braid-hello-") + (port ? port : "0");
     o.world_size = size ? std::atoi(size) : 1;
+  } else if (how == "pmix") {
+    o.init_method = "pmix://";  // under mpirun, prterun or srun --mpi=pmix: the launcher says the rest
   } else if (how != "env") {
-    std::fprintf(stderr, "usage: hello [env|tcp|file] [GROUP_NAME [TIMEOUT_S]]\n");
+    std::fprintf(stderr, "usage: hello [env|tcp|file|pmix] [GROUP_NAME [TIMEOUT_S]]\n");
     return 2;
   }
   if (argc > 2) o.group_name = argv[2];

@@ -6,7 +6,10 @@
 //                   port default to the step's first node and its job id);
 //   tcp://HOST:PORT rank 0 (or, with automatic ranks, the first process to
 //                   bind PORT on HOST) hosts the TCP store there;
-//   file:///path    a FileStore on a shared file system.
+//   file:///path    a FileStore on a shared file system;
+//   pmix://         the ranks and the store's address from a PMIx launcher
+//                   (pmix_init.hpp); env:// does the same under one when
+//                   MASTER_ADDR and MASTER_PORT are not set.
 // With tcp:// or file:// and rank -1, ranks are given in order of arrival;
 // tcp:// on a multicast group meets over multicast (multicast_init.hpp).
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include "src/api/init_method.hpp"
 #include "src/api/launcher_env.hpp"
 #include "src/api/multicast_init.hpp"
+#include "src/api/pmix_init.hpp"
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -125,6 +129,13 @@ InitMethod parse_init_method(const std::string& m) {
     r.port = parse_int(hp.substr(colon + 1), "port", 1, 65535);
     return r;
   }
+  if (m.rfind("pmix://", 0) == 0) {
+    if (m.size() > 7)
+      fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected pmix:// alone (the launcher gives "
+           "the rest)", m.substr(0, 200));
+    r.kind = InitMethod::Kind::Pmix;
+    return r;
+  }
   if (m.rfind("file://", 0) == 0) {
     r.kind = InitMethod::Kind::File;
     r.path = m.substr(7);
@@ -132,7 +143,7 @@ InitMethod parse_init_method(const std::string& m) {
       fail(ErrorCode::InvalidArgument, "init_method '{}' is not valid: expected file:///absolute/path", m.substr(0, 200));
     return r;
   }
-  fail(ErrorCode::InvalidArgument, "unknown init_method '{}': expected env://, tcp://HOST:PORT or file:///path",
+  fail(ErrorCode::InvalidArgument, "unknown init_method '{}': expected env://, tcp://HOST:PORT, file:///path or pmix://",
        m.substr(0, 200));
 }
 
@@ -169,9 +180,25 @@ void init_process_group(const InitOptions& o) {
   // store for whoever still listens.
   std::unique_ptr<detail::MulticastMeeting> meeting;
   const std::string& m = c->init_method;
-  const detail::InitMethod how = detail::parse_init_method(m);
+  detail::InitMethod how = detail::parse_init_method(m);
+  // Under a PMIx launcher with nothing else saying where the store is.
+  if (how.kind == detail::InitMethod::Kind::Env && detail::pmix_built() && detail::under_pmix() &&
+      !env("MASTER_ADDR") && !env("MASTER_PORT")) {
+    BRAID_INFO("env:// under a PMIx launcher without MASTER_ADDR/MASTER_PORT: meeting through PMIx");
+    how.kind = detail::InitMethod::Kind::Pmix;
+  }
 
-  if (how.kind == detail::InitMethod::Kind::Env) {
+  if (how.kind == detail::InitMethod::Kind::Pmix) {
+    detail::PmixMeeting pm = detail::pmix_meet(o.group_name, o.timeout);
+    if ((rank >= 0 && rank != pm.rank) || (world >= 0 && world != pm.size))
+      fail(ErrorCode::InvalidArgument, "pmix://: rank {} of {} passed, but the launcher says rank {} of {}: pass -1 "
+           "(or nothing) and let it say", rank, world, pm.rank, pm.size);
+    rank = pm.rank;
+    world = pm.size;
+    c->server = std::move(pm.server);
+    store_host = pm.store_host;
+    base = detail::connect_store(pm.store_host, pm.store_port, o.timeout, c->server != nullptr);
+  } else if (how.kind == detail::InitMethod::Kind::Env) {
     detail::rank_and_size_from_env(rank, world);
     auto addr = env("MASTER_ADDR");
     auto port = env("MASTER_PORT");

@@ -9,14 +9,14 @@
 namespace braid::detail {
 
 struct InitMethod {
-  enum class Kind { Env, Tcp, File } kind = Kind::Env;
+  enum class Kind { Env, Tcp, File, Pmix } kind = Kind::Env;
   std::string host;  // tcp://
   int port = -1;     // tcp://, 1..65535
   std::string path;  // file://, absolute
 };
 
-// "" and "env://..." are Env; "tcp://HOST:PORT" (HOST may be "[v6]"); and
-// "file:///absolute/path".
+// "" and "env://..." are Env; "tcp://HOST:PORT" (HOST may be "[v6]");
+// "file:///absolute/path"; and "pmix://" (nothing after it).
 InitMethod parse_init_method(const std::string& method);
 
 // A decimal integer in lo..hi, all of `text`, or InvalidArgument naming `what`.

@@ -14,6 +14,7 @@
 #include "src/runtime/context.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "src/runtime/cpu_sets.hpp"
+#include "src/api/pmix_init.hpp"
 #include "tests/mp/harness.hpp"
 
 using namespace braid_test;
@@ -234,6 +235,16 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
                  ErrorCode::InvalidArgument, "unknown init_method 'udp://x:1'");
     expect_error([&] { braid::init_process_group({.init_method = "tcp://nohost"}); },
                  ErrorCode::InvalidArgument, "expected tcp://HOST:PORT");
+    expect_error([&] { braid::init_process_group({.init_method = "pmix://somewhere:1"}); },
+                 ErrorCode::InvalidArgument, "expected pmix:// alone");
+    // pmix:// with no PMIx launcher around (the harness is not one), or in
+    // a build without PMIx: said plainly, never a hang.
+    if (braid::detail::pmix_built())
+      expect_error([&] { braid::init_process_group({.init_method = "pmix://"}); }, ErrorCode::InvalidArgument,
+                   "expected a PMIx launcher");
+    else
+      expect_error([&] { braid::init_process_group({.init_method = "pmix://"}); }, ErrorCode::NotSupported,
+                   "has no PMIx");
     {
       const std::string saved = std::getenv("MASTER_ADDR");
       ::unsetenv("MASTER_ADDR");

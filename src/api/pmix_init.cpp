@@ -1,0 +1,136 @@
+#include "src/api/pmix_init.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "braid/version.hpp"
+#include "src/common/errors.hpp"
+#include "src/common/log.hpp"
+#include "src/common/socket.hpp"
+
+#if BRAID_HAVE_PMIX
+#include <pmix.h>
+#endif
+
+namespace braid::detail {
+
+bool pmix_built() { return BRAID_HAVE_PMIX != 0; }
+
+bool under_pmix() {
+  const char* r = std::getenv("PMIX_RANK");
+  const char* ns = std::getenv("PMIX_NAMESPACE");
+  return r && *r && ns && *ns;
+}
+
+#if !BRAID_HAVE_PMIX
+
+PmixMeeting pmix_meet(const std::string&, Millis) {
+  fail(ErrorCode::NotSupported, "pmix://: this build of Braid has no PMIx (meson feature 'pmix' needs libpmix-dev); "
+       "pass MASTER_ADDR and MASTER_PORT with env:// instead");
+}
+
+#else
+
+namespace {
+
+std::string status_text(pmix_status_t s) { return fmt::format("{} ({})", PMIx_Error_string(s), static_cast<int>(s)); }
+
+// PMIx is initialised for the exchange only: finalized on every way out,
+// so that a launcher that watches for it sees this process leave PMIx.
+struct Session {
+  pmix_proc_t me{};
+  Session() {
+    const pmix_status_t s = PMIx_Init(&me, nullptr, 0);
+    if (s != PMIX_SUCCESS)
+      fail(ErrorCode::InvalidArgument, "pmix://: PMIx_Init failed: {}: expected a PMIx launcher (mpirun, prterun, "
+           "srun --mpi=pmix) to have started this process", status_text(s));
+  }
+  ~Session() { PMIx_Finalize(nullptr, 0); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::uint32_t job_u32(const char* key, const char* what) const {
+    pmix_proc_t job{};
+    PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
+    pmix_value_t* v = nullptr;
+    const pmix_status_t s = PMIx_Get(&job, key, nullptr, 0, &v);
+    if (s != PMIX_SUCCESS || !v)
+      fail(ErrorCode::InvalidArgument, "pmix://: the launcher did not give {} ({}): {}", what, key, status_text(s));
+    std::uint32_t out = 0;
+    const bool ok = v->type == PMIX_UINT32;
+    if (ok) out = v->data.uint32;
+    PMIX_VALUE_RELEASE(v);
+    if (!ok) fail(ErrorCode::InvalidArgument, "pmix://: the launcher gave {} ({}) with an unexpected type", what, key);
+    return out;
+  }
+};
+
+}  // namespace
+
+PmixMeeting pmix_meet(const std::string& group_name, Millis timeout) {
+  Session pmix;
+  PmixMeeting m;
+  const std::uint32_t size = pmix.job_u32(PMIX_JOB_SIZE, "the job's size");
+  if (size < 1 || size > (1u << 24))
+    fail(ErrorCode::InvalidArgument, "pmix://: the launcher gave a job size of {}: expected 1..{}", size, 1 << 24);
+  if (pmix.me.rank >= size)
+    fail(ErrorCode::InvalidArgument, "pmix://: the launcher gave rank {} in a job of {}", pmix.me.rank, size);
+  m.rank = static_cast<int>(pmix.me.rank);
+  m.size = static_cast<int>(size);
+  const std::string key = "braid.store." + (group_name.empty() ? std::string("default") : group_name);
+
+  if (m.rank == 0) {
+    // All ranks on this node: the store stays on loopback. Otherwise on the
+    // address other hosts reach us at (BRAID_SOCKET_IFNAME chooses).
+    const bool one_node = pmix.job_u32(PMIX_LOCAL_SIZE, "the number of ranks on this node") == size;
+    m.store_host = one_node ? "127.0.0.1" : net::advertised_address("");
+    m.server = std::make_unique<store::TcpStoreServer>(m.store_host, 0);
+    m.store_port = m.server->port();
+    const std::string where = fmt::format("{} {}", m.store_host, m.store_port);
+    pmix_value_t v{};
+    v.type = PMIX_STRING;
+    v.data.string = const_cast<char*>(where.c_str());
+    if (const pmix_status_t s = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v); s != PMIX_SUCCESS)
+      fail(ErrorCode::Store, "pmix://: PMIx_Put of the store's address failed: {}", status_text(s));
+  }
+  if (const pmix_status_t s = PMIx_Commit(); s != PMIX_SUCCESS)
+    fail(ErrorCode::Store, "pmix://: PMIx_Commit failed: {}", status_text(s));
+  // Everyone, so that rank 0's put is there to read; bounded by the timeout.
+  pmix_info_t info[2];
+  bool collect = true;
+  int seconds = static_cast<int>(std::max<long long>(1, std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+  PMIX_INFO_LOAD(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+  PMIX_INFO_LOAD(&info[1], PMIX_TIMEOUT, &seconds, PMIX_INT);
+  const pmix_status_t fs = PMIx_Fence(nullptr, 0, info, 2);
+  PMIX_INFO_DESTRUCT(&info[0]);
+  PMIX_INFO_DESTRUCT(&info[1]);
+  if (fs == PMIX_ERR_TIMEOUT)
+    fail(ErrorCode::Timeout, "pmix://: the launcher's fence timed out after {} s: not every rank of the job called "
+         "init_process_group", seconds);
+  if (fs != PMIX_SUCCESS) fail(ErrorCode::Store, "pmix://: PMIx_Fence failed: {}", status_text(fs));
+
+  if (m.rank != 0) {
+    pmix_proc_t zero{};
+    PMIX_LOAD_PROCID(&zero, pmix.me.nspace, 0);
+    pmix_value_t* v = nullptr;
+    const pmix_status_t s = PMIx_Get(&zero, key.c_str(), nullptr, 0, &v);
+    if (s != PMIX_SUCCESS || !v)
+      fail(ErrorCode::Store, "pmix://: rank 0's store address ({}) is not in PMIx: {} (is rank 0 a Braid process of "
+           "the same group_name?)", key, status_text(s));
+    std::string where = v->type == PMIX_STRING && v->data.string ? v->data.string : "";
+    PMIX_VALUE_RELEASE(v);
+    const auto sp = where.rfind(' ');
+    char* end = nullptr;
+    const long port = sp == std::string::npos ? 0 : std::strtol(where.c_str() + sp + 1, &end, 10);
+    if (sp == std::string::npos || sp == 0 || port < 1 || port > 65535 || !end || *end)
+      fail(ErrorCode::Store, "pmix://: rank 0 put '{}' under {}: expected 'HOST PORT'", where.substr(0, 100), key);
+    m.store_host = where.substr(0, sp);
+    m.store_port = static_cast<int>(port);
+  }
+  BRAID_INFO("pmix://: rank {} of {}, the store on {}:{}", m.rank, m.size, m.store_host, m.store_port);
+  return m;
+}
+
+#endif
+
+}  // namespace braid::detail

@@ -5,7 +5,9 @@
 #    SLURM_NTASKS, a compressed SLURM_STEP_NODELIST, SLURM_JOB_ID), no
 #    MASTER_ADDR or MASTER_PORT: the store must come up on the first node;
 #  - Open MPI's mpirun (rsh agent: tools/cluster rsh), where it exists, with
-#    MASTER_ADDR and MASTER_PORT passed by -x: ranks from OMPI_COMM_WORLD_*.
+#    MASTER_ADDR and MASTER_PORT passed by -x: ranks from OMPI_COMM_WORLD_*;
+#  - the same without them: the ranks and the store's address through PMIx
+#    (env:// finding the launcher, and pmix://), where Braid has PMIx.
 # Every rank must finish its token ring and sum. Skipped (77) where
 # namespaces cannot be made (not root).
 set -uo pipefail
@@ -43,6 +45,25 @@ if command -v mpirun.openmpi >/dev/null; then
     grep -q "^rank $r of 4 .*sum of ranks 6$" /tmp/$name.out || { echo "FAIL: mpirun's rank $r did not report"; fail=1; }
   done
   (( fail )) || echo "Open MPI's mpirun: 4 ranks on 2 hosts, ranks from OMPI_COMM_WORLD_*"
+  # Through PMIx: no MASTER_ADDR or MASTER_PORT; env:// finds the PMIx
+  # launcher by itself, pmix:// asks for it.
+  for how in env pmix; do
+    out=/tmp/$name.pmix.out
+    env -u MASTER_ADDR -u MASTER_PORT OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+      mpirun.openmpi -np 4 --host "${name}1:2,${name}2:2" --mca plm_rsh_agent "$cluster rsh" \
+      --mca btl_tcp_if_include "$subnet" --mca oob_tcp_if_include "$subnet" --bind-to none \
+      "$hello" $how > $out 2>&1
+    rc=$?
+    if grep -q "has no PMIx" $out; then
+      echo "this build has no PMIx (libpmix-dev): the PMIx part did not run"; break
+    fi
+    (( rc == 0 )) || { echo "FAIL: mpirun through PMIx ($how)"; cat $out; fail=1; }
+    for r in 0 1 2 3; do
+      grep -q "^rank $r of 4 (${how}://).*sum of ranks 6$" $out || { echo "FAIL: PMIx ($how) rank $r did not report"; cat $out; fail=1; }
+    done
+    (( fail )) || echo "Open MPI's mpirun through PMIx ($how://, no MASTER_ADDR): 4 ranks on 2 hosts"
+  done
+  rm -f /tmp/$name.pmix.out
 else
   echo "no mpirun.openmpi here: the Open MPI part did not run"
 fi

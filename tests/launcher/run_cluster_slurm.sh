@@ -27,4 +27,20 @@ SLURM_CONF=$conf timeout 120 "$src/tools/cluster" exec "${name}1" srun -N2 -n4 -
   { echo "FAIL: srun braid-bench"; cat /tmp/$name.out; fail=1; }
 grep -q "Out of bounds values : 0 OK" /tmp/$name.out || { echo "FAIL: braid-bench under srun: wrong results"; cat /tmp/$name.out; fail=1; }
 (( fail )) || echo "srun on a real Slurm (2 emulated nodes): 4 tasks, store on ${name}1, all_reduce right"
+# srun --mpi=pmix: the ranks and the store's address through Slurm's PMIx
+# server (pmix://), where Slurm has the plugin and Braid has PMIx.
+SLURM_CONF=$conf timeout 120 "$src/tools/cluster" exec "${name}1" srun --mpi=pmix -N2 -n4 --ntasks-per-node=2 \
+  env -u MASTER_ADDR -u MASTER_PORT -u RANK -u WORLD_SIZE "$hello" pmix > /tmp/$name.out 2>&1
+rc=$?
+if grep -q "has no PMIx" /tmp/$name.out; then
+  echo "this build has no PMIx: srun --mpi=pmix not tried"
+elif grep -qi "mpi/pmix.*\(not found\|invalid\)\|MPI type.*pmix" /tmp/$name.out; then
+  echo "this Slurm has no PMIx plugin: srun --mpi=pmix not tried"; cat /tmp/$name.out
+else
+  (( rc == 0 )) || { echo "FAIL: srun --mpi=pmix hello pmix"; cat /tmp/$name.out; fail=1; }
+  for r in 0 1 2 3; do
+    grep -q "^rank $r of 4 (pmix://).*sum of ranks 6$" /tmp/$name.out || { echo "FAIL: PMIx task $r did not report"; fail=1; }
+  done
+  (( fail )) || echo "srun --mpi=pmix: 4 tasks on 2 nodes met through Slurm's PMIx, no MASTER_ADDR"
+fi
 exit $fail

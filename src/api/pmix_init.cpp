@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
@@ -49,18 +50,21 @@ struct Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  std::uint32_t job_u32(const char* key, const char* what) const {
+  // A job-level value, or nullopt where the launcher gives none (or not
+  // as a uint32); `status` says why.
+  std::optional<std::uint32_t> job_u32(const char* key, std::string* status = nullptr) const {
     pmix_proc_t job{};
     PMIX_LOAD_PROCID(&job, me.nspace, PMIX_RANK_WILDCARD);
     pmix_value_t* v = nullptr;
     const pmix_status_t s = PMIx_Get(&job, key, nullptr, 0, &v);
-    if (s != PMIX_SUCCESS || !v)
-      fail(ErrorCode::InvalidArgument, "pmix://: the launcher did not give {} ({}): {}", what, key, status_text(s));
-    std::uint32_t out = 0;
-    const bool ok = v->type == PMIX_UINT32;
-    if (ok) out = v->data.uint32;
+    if (s != PMIX_SUCCESS || !v) {
+      if (status) *status = status_text(s);
+      return std::nullopt;
+    }
+    std::optional<std::uint32_t> out;
+    if (v->type == PMIX_UINT32) out = v->data.uint32;
+    else if (status) *status = "a value of another type";
     PMIX_VALUE_RELEASE(v);
-    if (!ok) fail(ErrorCode::InvalidArgument, "pmix://: the launcher gave {} ({}) with an unexpected type", what, key);
     return out;
   }
 };
@@ -70,7 +74,10 @@ struct Session {
 PmixMeeting pmix_meet(const std::string& group_name, Millis timeout) {
   Session pmix;
   PmixMeeting m;
-  const std::uint32_t size = pmix.job_u32(PMIX_JOB_SIZE, "the job's size");
+  std::string why;
+  const auto job_size = pmix.job_u32(PMIX_JOB_SIZE, &why);
+  if (!job_size) fail(ErrorCode::InvalidArgument, "pmix://: the launcher did not give the job's size ({}): {}", PMIX_JOB_SIZE, why);
+  const std::uint32_t size = *job_size;
   if (size < 1 || size > (1u << 24))
     fail(ErrorCode::InvalidArgument, "pmix://: the launcher gave a job size of {}: expected 1..{}", size, 1 << 24);
   if (pmix.me.rank >= size)
@@ -82,7 +89,7 @@ PmixMeeting pmix_meet(const std::string& group_name, Millis timeout) {
   if (m.rank == 0) {
     // All ranks on this node: the store stays on loopback. Otherwise on the
     // address other hosts reach us at (BRAID_SOCKET_IFNAME chooses).
-    const bool one_node = pmix.job_u32(PMIX_LOCAL_SIZE, "the number of ranks on this node") == size;
+    const bool one_node = pmix.job_u32(PMIX_LOCAL_SIZE) == size;  // unknown: not
     m.store_host = one_node ? "127.0.0.1" : net::advertised_address("");
     m.server = std::make_unique<store::TcpStoreServer>(m.store_host, 0);
     m.store_port = m.server->port();

@@ -16,6 +16,7 @@
 #include "src/common/log.hpp"
 #include "src/runtime/engine.hpp"
 #include "src/runtime/peers.hpp"
+#include "src/runtime/positions.hpp"  // kStoreCallLimit
 
 namespace braid {
 
@@ -279,7 +280,7 @@ void Engine::check_peer_alive(int peer) {
     std::unique_lock lk(mu_);
     if (failed_[static_cast<std::size_t>(peer)]) throw_error(lk, [&] { return rank_error_locked(peer); });
   }
-  const PeerRecord h = read_peer_record(*store_, peer, Millis(1000));
+  const PeerRecord h = read_peer_record(*store_, peer, kStoreCallLimit);
   bool dead = false;
   if (h.host == host_id_) {
     dead = process_gone(h.pid);
@@ -317,9 +318,9 @@ void Engine::note_gone_locked(int peer, bool said_goodbye) {
 }
 
 bool Engine::stopped(int rank) {
-  store::CallCap cap(Deadline::after(Millis(1000)));
+  store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
-    const PeerRecord h = read_peer_record(*store_, rank, Millis(1000));
+    const PeerRecord h = read_peer_record(*store_, rank, kStoreCallLimit);
     return h.host == host_id_ && process_stopped(h.pid);
   } catch (const Error&) {
     return false;
@@ -327,7 +328,7 @@ bool Engine::stopped(int rank) {
 }
 
 bool Engine::said_goodbye(int peer) {
-  store::CallCap cap(Deadline::after(Millis(1000)));
+  store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
     return store_->try_get(goodbye_key(peer)).has_value();
   } catch (const Error&) {  // the store is gone: the watchdog says so
@@ -343,7 +344,7 @@ void Engine::refresh_failures(const std::vector<int>& peers) {
   std::vector<int> dead;
   for (int p : peers) {
     if (p == cfg_.rank || gone(p)) continue;
-    const PeerRecord h = read_peer_record(*store_, p, Millis(1000));
+    const PeerRecord h = read_peer_record(*store_, p, kStoreCallLimit);
     if (h.host == host_id_) {
       if (process_gone(h.pid)) dead.push_back(p);
       continue;
@@ -476,7 +477,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
       // The peer may have died before ever talking to us. On this host its
       // pid tells; elsewhere, a transport may tell (a listener refusing).
       const int p = probe[i];
-      const PeerRecord h = read_peer_record(*store_, p, Millis(1000));
+      const PeerRecord h = read_peer_record(*store_, p, kStoreCallLimit);
       if (h.host == host_id_) {
         if (process_gone(h.pid)) dead = p;
         continue;

@@ -90,6 +90,11 @@ namespace detail {
 // serves the port) that is unreachable during init most likely went with
 // that rank: the error names rank 0, as the engine's does later.
 [[noreturn]] void rethrow_naming_rank0(const Error& e) {
+  // A store call that got no answer in time names nobody: the store's host
+  // is stuck, or the way to it is (a link down), or rank 0 never wrote what
+  // it owes (after the rendezvous only rank 0 writes what others wait for).
+  if (e.code() == ErrorCode::Timeout && e.peer() < 0 && std::string(e.what()).find("in the store at") != std::string::npos)
+    throw Error(ErrorCode::Timeout, fmt::format("{} (rank 0 hosts that store: it, or the way to it, is stuck)", e.what()), 0);
   if (e.code() != ErrorCode::Store || std::string(e.what()).find("is unreachable") == std::string::npos) throw e;
   throw Error(ErrorCode::PeerFailure,
               fmt::format("rank 0 failed: the store it hosts is unreachable ({}); rank 0 hosts it unless a "

@@ -304,7 +304,9 @@ void Engine::note_what_it_knew_locked(int peer) {
   if (peer < 0 || peer >= cfg_.world_size || failed_[static_cast<std::size_t>(peer)]) return;
   for (const Transport* t : all_)
     if (const int q = t->knew_failed(peer); q >= 0 && q < cfg_.world_size) {
-      note_failure_locked(q, fmt::format("reported by rank {} (in shared memory) before it exited", peer), true);
+      note_failure_locked(q, fmt::format("reported by rank {} before it left (in its {} goodbye or memory)", peer,
+                                         t->name()),
+                          true);
       return;
     }
   if (const int q = window_word_ ? window_word_(peer) : -1; q >= 0 && q < cfg_.world_size && q != cfg_.rank)

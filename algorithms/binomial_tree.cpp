@@ -63,7 +63,7 @@ Plan tree_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "tree");
   const Tree t{args.nranks, args.root};
   const Span all = out(0, args.count);
-  for (int r = 0; r < t.n; ++r) {
+  for (int r : b.ranks()) {
     const int v = t.rel(r);
     const int got = v > 0 && all.count > 0 ? b.recv(r, t.rank(t.parent(v)), all) : -1;
     const auto kids = t.children(v);
@@ -79,7 +79,7 @@ Plan tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "tree");
   const Tree t{args.nranks, args.root};
   const Span all = out(0, args.count);
-  for (int r = 0; r < t.n; ++r) {
+  for (int r : b.ranks()) {
     const int v = t.rel(r);
     if (all.count == 0) continue;
     int last = -1;
@@ -96,7 +96,7 @@ Plan tree_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "tree");
   const Tree t{args.nranks, 0};
   const Span all = out(0, args.count);
-  for (int r = 0; r < t.n; ++r) {
+  for (int r : b.ranks()) {
     if (all.count == 0) continue;
     int last = -1;
     for (int kid : t.children(r)) last = b.recv_reduce(r, kid, all, {last});
@@ -119,7 +119,7 @@ Plan tree_gather(const PlanArgs& args) {
   const Tree t{args.nranks, args.root};
   const std::int64_t c = args.count;
   if (c == 0) return b.finish();
-  for (int r = 0; r < t.n; ++r) {
+  for (int r : b.ranks()) {
     const int v = t.rel(r);
     const int size = t.subtree_size(v);
     // Where the blocks of relative ranks [first, first+len) go on this rank.
@@ -154,7 +154,7 @@ Plan tree_scatter(const PlanArgs& args) {
   const Tree t{args.nranks, args.root};
   const std::int64_t c = args.count;
   if (c == 0) return b.finish();
-  for (int r = 0; r < t.n; ++r) {
+  for (int r : b.ranks()) {
     const int v = t.rel(r);
     const int size = t.subtree_size(v);
     auto place = [&](int first, int len) {

@@ -41,7 +41,7 @@ Plan bruck_allgather(const PlanArgs& args) {
   const std::int64_t c = args.count;
   if (n == 1 || c == 0) return b.finish();
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     b.need_scratch(r, n * c);
     // Every step that wrote T: each send reads the prefix they filled. The
     // receives write fresh entries nobody has read, so all can be posted at once.
@@ -60,6 +60,14 @@ Plan bruck_allgather(const PlanArgs& args) {
 }
 
 bool bruck_alltoall_supports(const PlanArgs& args) { return args.splits.empty(); }
+
+namespace {
+// One empty local step after all of `deps` (none if deps is empty).
+int join(PlanBuilder& b, int r, const Deps& deps) {
+  if (deps.size() <= 1) return deps.empty() ? -1 : deps[0];
+  return b.copy(r, scratch(0, 0), scratch(0, 0), deps);
+}
+}  // namespace
 
 Plan bruck_alltoall(const PlanArgs& args) {
   PlanBuilder b(args, "bruck");
@@ -87,7 +95,7 @@ Plan bruck_alltoall(const PlanArgs& args) {
     return scratch((n + most + i) * c, blocks * c);
   };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     b.need_scratch(r, (n + most + most_packed) * c);
     // Rotate: T[i] = Input block (r + i) % n. T[0], the own block, never moves.
     Deps prev;      // every step of the previous round (the rotation first)
@@ -116,9 +124,11 @@ Plan bruck_alltoall(const PlanArgs& args) {
       unpacked.clear();
 
       // Unpack run by run. Writing back into T must wait for the packing
-      // copies that read the same entries (a single run never goes back to T).
-      Deps unpack_deps = packed;
-      unpack_deps.push_back(got);
+      // copies that read the same entries (a single run never goes back to T):
+      // through one empty step that joins them, so that each of the O(n)
+      // unpacking copies holds two deps, not O(n) (a plan's size stays
+      // linear in the world's, bench/plan_scale).
+      Deps unpack_deps = {join(b, r, packed), got};
       std::int64_t pos = 0;
       for (int lo = d; lo < n; lo += 2 * d) {
         const int len = std::min(lo + d, n) - lo;
@@ -131,7 +141,7 @@ Plan bruck_alltoall(const PlanArgs& args) {
         pos += len;
       }
       round.insert(round.end(), unpacked.begin(), unpacked.end());
-      prev = round;
+      prev = {join(b, r, round)};
     }
   }
   return b.finish();

@@ -33,8 +33,14 @@ inline Block block(std::int64_t count, std::int64_t parts, std::int64_t i) {
 class PlanBuilder {
  public:
   PlanBuilder(const PlanArgs& args, const char* algorithm)
-      : n_(args.nranks), sent_(static_cast<std::size_t>(n_) * n_, 0),
-        received_(static_cast<std::size_t>(n_) * n_, 0), signaled_(sent_), waited_(sent_) {
+      : n_(args.nranks), only_(args.slice_rank >= 0 && args.slice_rank < args.nranks ? args.slice_rank : -1) {
+    // Slot counters per ordered pair: n*n for the whole plan; for a slice
+    // only the pairs with the sliced rank at the end that owns the step
+    // (its sends and signals, its receives and waits), one per peer.
+    const std::size_t pairs = only_ < 0 ? static_cast<std::size_t>(n_) * n_ : static_cast<std::size_t>(n_);
+    sent_.assign(pairs, 0);
+    received_ = signaled_ = waited_ = sent_;
+    if (only_ >= 0) skipped_.assign(static_cast<std::size_t>(n_), 0);
     plan_.coll = args.coll;
     plan_.algorithm = algorithm;
     plan_.args = args;
@@ -44,20 +50,45 @@ class PlanBuilder {
   int nranks() const { return n_; }
   const PlanArgs& args() const { return plan_.args; }
 
+  // The ranks whose steps this builder keeps: all of them, or the slice's
+  // one (PlanArgs::slice_rank). An algorithm whose loop over ranks emits
+  // only rank r's steps loops over this, so a slice costs one rank's work.
+  struct Ranks {
+    int first, last;  // [first, last)
+    struct It {
+      int r;
+      int operator*() const { return r; }
+      It& operator++() { ++r; return *this; }
+      bool operator!=(const It& o) const { return r != o.r; }
+    };
+    It begin() const { return {first}; }
+    It end() const { return {last}; }
+  };
+  Ranks ranks() const { return only_ < 0 ? Ranks{0, n_} : Ranks{only_, only_ + 1}; }
+  // Whether rank r's steps are kept (always, unless building a slice).
+  bool keeps(int r) const { return only_ < 0 || r == only_; }
+  // The sliced rank, or -1 for the whole plan.
+  int slice() const { return only_; }
+
   // Each returns the new step's index in rank r's list, for use in deps.
   int send(int r, int peer, Span src, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Send, peer, sent_[idx(r, peer)]++, src, {}, std::move(deps)));
   }
   int recv(int r, int peer, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Recv, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)));
   }
   int recv_reduce(int r, int peer, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)));
   }
   int copy(int r, Span src, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Copy, -1, 0, src, dst, std::move(deps)));
   }
   int reduce(int r, Span src, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Reduce, -1, 0, src, dst, std::move(deps)));
   }
 
@@ -65,37 +96,46 @@ class PlanBuilder {
   // pair like messages: the k-th signal from a to b meets b's k-th wait on a.
   // The caller still has to order each pair's signals (and waits) by deps.
   int signal(int r, int peer, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Signal, peer, signaled_[idx(r, peer)]++, {}, {}, std::move(deps)));
   }
   int wait(int r, int peer, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Wait, peer, waited_[idx(peer, r)]++, {}, {}, std::move(deps)));
   }
   // dst (local) = peer's src.
   int get(int r, int peer, Span peer_src, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Get, peer, 0, peer_src, dst, std::move(deps)));
   }
   // dst (local) = acc (local) op peer's src.
   int get_reduce(int r, int peer, Span peer_src, Span acc, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     Step s = make(StepKind::GetReduce, peer, 0, peer_src, dst, std::move(deps));
     s.acc = acc;
     return add(r, std::move(s));
   }
   // peer's peer_dst (its Output or Scratch) = src (local).
   int put(int r, int peer, Span src, Span peer_dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Put, peer, 0, src, peer_dst, std::move(deps)));
   }
   // Marks the plan as one whose AllReduce/Reduce input is read from Input
   // (plan.hpp, Plan::reads_input).
   void reads_input() { plan_.reads_input = true; }
   void need_scratch(int r, std::int64_t count) {
+    if (!keeps(r)) return;
     auto& s = plan_.ranks[static_cast<std::size_t>(r)].scratch_count;
     if (count > s) s = count;
   }
   // Index of the last step of rank r, or -1: handy to chain "after everything".
   int last(int r) const {
+    if (!keeps(r)) return skipped_[static_cast<std::size_t>(r)] - 1;
     return static_cast<int>(plan_.ranks[static_cast<std::size_t>(r)].steps.size()) - 1;
   }
 
+  // A slice is a message plan (PlanArgs::slice_rank): its one_sided flag
+  // comes from its own steps, which is every rank's answer for messages.
   Plan finish() {
     for (const RankPlan& rp : plan_.ranks)
       for (const Step& s : rp.steps)
@@ -104,9 +144,15 @@ class PlanBuilder {
   }
 
  private:
+  // The counter of the pair (from, to); in a slice one end is the sliced
+  // rank, and the counter is the other end's.
   std::size_t idx(int from, int to) const {
+    if (only_ >= 0) return static_cast<std::size_t>(from == only_ ? to : from);
     return static_cast<std::size_t>(from) * static_cast<std::size_t>(n_) + static_cast<std::size_t>(to);
   }
+  // A step of a rank the slice leaves out: only its index in that rank's
+  // list is kept, for the algorithm's own bookkeeping.
+  int skip(int r) { return skipped_[static_cast<std::size_t>(r)]++; }
   static Step make(StepKind kind, int peer, std::int32_t slot, Span src, Span dst, Deps deps) {
     Step s;
     s.kind = kind;
@@ -126,8 +172,10 @@ class PlanBuilder {
   }
 
   int n_;
+  int only_;  // the sliced rank, or -1
   Plan plan_;
   std::vector<std::int32_t> sent_, received_, signaled_, waited_;
+  std::vector<std::int32_t> skipped_;  // a slice: steps left out per rank
 };
 
 // Builder calls that emit nothing for an empty piece and return -1, which

@@ -63,7 +63,7 @@ Plan direct_alltoall(const PlanArgs& args) {
          args.nranks, args.nranks);
   PlanBuilder b(args, "direct");
   const int n = args.nranks;
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     std::vector<std::int64_t> in_off(static_cast<std::size_t>(n) + 1, 0), out_off = in_off;
     for (int j = 0; j < n; ++j) {
       const auto u = static_cast<std::size_t>(j);

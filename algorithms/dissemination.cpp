@@ -18,7 +18,7 @@ Plan dissemination_barrier(const PlanArgs& args) {
   PlanBuilder b(args, "dissemination");
   const int n = args.nranks;
   const Span nothing = out(0, 0);
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     int heard = -1;  // this rank's receive of the previous round
     for (int d = 1; d < n; d *= 2) {
       b.send(r, (r + d) % n, nothing, {heard});

@@ -144,7 +144,7 @@ int up(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s) {
 Plan double_binary_tree_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");
   const DoubleTree d = make_trees(args, args.root);
-  for (int r = 0; r < args.nranks; ++r)
+  for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { down(b, d, h, r, s, -1); });
   return b.finish();
 }
@@ -153,7 +153,7 @@ Plan double_binary_tree_broadcast(const PlanArgs& args) {
 Plan double_binary_tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");
   const DoubleTree d = make_trees(args, args.root);
-  for (int r = 0; r < args.nranks; ++r)
+  for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { up(b, d, h, r, s); });
   return b.finish();
 }
@@ -163,7 +163,7 @@ Plan double_binary_tree_reduce(const PlanArgs& args) {
 Plan double_binary_tree_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");
   const DoubleTree d = make_trees(args, 0);
-  for (int r = 0; r < args.nranks; ++r)
+  for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { down(b, d, h, r, s, up(b, d, h, r, s)); });
   return b.finish();
 }

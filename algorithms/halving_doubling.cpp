@@ -78,7 +78,7 @@ Plan halving_doubling_allreduce(const PlanArgs& args) {
     return out(begin, end - begin);
   };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     if (r >= p) {  // extra rank: hand the vector to rank r-p, get the result back
       const int sent = b.send(r, r - p, out(0, c));
       b.recv(r, r - p, out(0, c), {sent});  // overwrites what the send reads
@@ -132,7 +132,7 @@ Plan halving_doubling_reducescatter(const PlanArgs& args) {
   };
   auto in_input = [](Span s) { return in(s.offset, s.count); };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     if (r >= p) {  // extra rank: contribute everything, receive the own block
       b.send(r, r - p, in(0, n * c));
       b.recv(r, r - p, out(0, c));

@@ -69,7 +69,10 @@ int after(int step, int before) { return step >= 0 ? step : before; }
 
 // The ring all-reduce of Output `blk` among `owners` (one rank per host),
 // whose step `ready[i]` (or -1) must precede any use of it at owners[i].
-// Returns, per owner, the steps after which its copy of blk is final.
+// Returns, per owner, the steps after which its copy of blk is final (for
+// the owners the builder keeps). Each owner's steps are emitted together:
+// they depend only on its own earlier steps, and a slice builds only its
+// rank's, in time linear in the hosts.
 std::vector<Deps> ring_across(PlanBuilder& b, const std::vector<int>& owners, Span blk, const std::vector<int>& ready) {
   const int h = static_cast<int>(owners.size());
   std::vector<Deps> done(static_cast<std::size_t>(h));
@@ -82,36 +85,41 @@ std::vector<Deps> ring_across(PlanBuilder& b, const std::vector<int>& owners, Sp
     return out(blk.offset + s.offset, s.count);
   };
   auto at = [&](int i) { return static_cast<std::size_t>(((i % h) + h) % h); };
-  std::vector<int> got(ready);  // per owner: the last step that wrote its copy
-  std::vector<std::vector<int>> rs_sent(static_cast<std::size_t>(h), std::vector<int>(static_cast<std::size_t>(h), -1));
-  // Reduce-scatter: at step s owner i sends sub i-s and owner i+1 reduces it
-  // into its copy; afterwards owner i holds sub i+1 reduced over all hosts.
-  for (int s = 0; s < h - 1; ++s) {
-    std::vector<int> sent(static_cast<std::size_t>(h));
-    for (int i = 0; i < h; ++i) sent[at(i)] = send_piece(b, owners[at(i)], owners[at(i + 1)], sub(i - s), {got[at(i)]});
-    for (int i = 0; i < h; ++i) {
-      rs_sent[at(i)][static_cast<std::size_t>(s)] = sent[at(i)];
-      // Owner i+1 has not sent sub i-s yet (it sends sub i+1-s' at step s'):
-      // only its own earlier writes, the chain in got, come first.
-      int& g = got[at(i + 1)];
-      g = after(recv_reduce_piece(b, owners[at(i + 1)], owners[at(i)], sub(i - s), {g}), g);
+  for (int i = 0; i < h; ++i) {
+    const int me = owners[at(i)], next = owners[at(i + 1)], prev = owners[at(i - 1)];
+    if (!b.keeps(me)) continue;
+    // Reduce-scatter: at step s owner i sends sub i-s to owner i+1 and
+    // reduces sub i-1-s from owner i-1 into its copy (it has not sent that
+    // sub yet: only its own earlier writes, the chain in got, come first);
+    // afterwards it holds sub i+1 reduced over all hosts.
+    int got = ready[at(i)];
+    std::vector<int> rs_sent(static_cast<std::size_t>(h - 1), -1);
+    for (int s = 0; s < h - 1; ++s) {
+      rs_sent[static_cast<std::size_t>(s)] = send_piece(b, me, next, sub(i - s), {got});
+      got = after(recv_reduce_piece(b, me, prev, sub(i - 1 - s), {got}), got);
     }
-  }
-  for (int i = 0; i < h; ++i) done[at(i)].push_back(got[at(i)]);
-  // All-gather: at step s owner i forwards sub i+1-s; owner i+1 overwrites
-  // its copy of that sub once its own reduce-scatter send of it is done.
-  std::vector<int> ag(got);
-  for (int s = 0; s < h - 1; ++s) {
-    std::vector<int> sent(static_cast<std::size_t>(h));
-    for (int i = 0; i < h; ++i) sent[at(i)] = send_piece(b, owners[at(i)], owners[at(i + 1)], sub(i + 1 - s), {ag[at(i)]});
-    for (int i = 0; i < h; ++i) {
-      const int r = recv_piece(b, owners[at(i + 1)], owners[at(i)], sub(i + 1 - s),
-                               {rs_sent[at(i + 1)][static_cast<std::size_t>(s)]});
-      ag[at(i + 1)] = after(r, ag[at(i + 1)]);
-      done[at(i + 1)].push_back(r);
+    Deps& fin = done[at(i)];
+    fin.push_back(got);
+    // All-gather: at step s owner i forwards sub i+1-s and overwrites its
+    // copy of sub i-s once its own reduce-scatter send of it is done.
+    int ag = got;
+    for (int s = 0; s < h - 1; ++s) {
+      send_piece(b, me, next, sub(i + 1 - s), {ag});
+      const int r = recv_piece(b, me, prev, sub(i - s), {rs_sent[static_cast<std::size_t>(s)]});
+      ag = after(r, ag);
+      fin.push_back(r);
     }
   }
   return done;
+}
+
+// The hosts whose inside phases a build visits: all of them, or the
+// sliced rank's own (the only one where it has steps inside).
+std::vector<int> hosts_to_build(const PlanBuilder& b, const Hosts& hs) {
+  if (b.slice() >= 0) return {hs.host[static_cast<std::size_t>(b.slice())]};
+  std::vector<int> all(static_cast<std::size_t>(hs.count()));
+  for (int h = 0; h < hs.count(); ++h) all[static_cast<std::size_t>(h)] = h;
+  return all;
 }
 
 }  // namespace
@@ -122,6 +130,7 @@ Plan hierarchical_allreduce(const PlanArgs& args) {
   const int n = args.nranks, nh = hs.count(), k_blocks = hs.largest();
   const std::int64_t slices = num_slices(args, args.count, k_blocks);
   const auto nk = static_cast<std::size_t>(k_blocks);
+  const std::vector<int> inside = hosts_to_build(b, hs);
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(args.count, slices, sl);
     auto blk = [&](int k) {
@@ -137,7 +146,7 @@ Plan hierarchical_allreduce(const PlanArgs& args) {
     // all ranks from the first owner at once.
     auto rotation = [&](auto&& visit) {
       for (int t = 1; t < k_blocks; ++t)
-        for (int h = 0; h < nh; ++h)
+        for (int h : inside)
           for (int r : hs.members[static_cast<std::size_t>(h)]) {
             const int k = (hs.local[static_cast<std::size_t>(r)] + t) % k_blocks;
             if (hs.member(h, k) != r && blk(k).count > 0) visit(h, r, k);
@@ -179,17 +188,24 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
   const int n = args.nranks, nh = hs.count();
   const std::int64_t c = args.count;
   const std::int64_t slices = num_slices(args, c, 1);
-  // Scratch: one block of c per foreign block a rank carries, in order.
-  std::vector<std::vector<int>> carried(static_cast<std::size_t>(n), std::vector<int>(static_cast<std::size_t>(n), -1));
+  const std::vector<int> inside = hosts_to_build(b, hs);
+  auto carrier_of = [&](int h, int d) { return hs.member(h, hs.local[static_cast<std::size_t>(d)]); };
+  // Scratch: one block of c per foreign block a rank carries, in order
+  // (per kept rank: its slot for each block d, or -1).
+  std::vector<std::vector<int>> carried(static_cast<std::size_t>(n));
   for (int d = 0; d < n; ++d)
-    for (int h = 0; h < nh; ++h) {
-      const int carrier = hs.member(h, hs.local[static_cast<std::size_t>(d)]);
-      if (carrier == d) continue;
+    for (int h : inside) {
+      const int carrier = carrier_of(h, d);
+      if (carrier == d || !b.keeps(carrier)) continue;
       auto& mine = carried[static_cast<std::size_t>(carrier)];
+      if (mine.empty()) mine.assign(static_cast<std::size_t>(n), -1);
       const auto slot = static_cast<int>(std::count_if(mine.begin(), mine.end(), [](int s) { return s >= 0; }));
       mine[static_cast<std::size_t>(d)] = slot;
       b.need_scratch(carrier, (slot + 1) * c);
     }
+  auto slot_of = [&](int carrier, int d) {
+    return carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
+  };
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(c, slices, sl);
     if (range.count == 0) continue;
@@ -197,13 +213,13 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
       const int home = hs.host[static_cast<std::size_t>(d)];
       const Span src = in(static_cast<std::int64_t>(d) * c + range.offset, range.count);
       int total = -1;  // d's chain of writes into its Output
-      std::vector<int> partial(static_cast<std::size_t>(nh), -1), carrier_of(static_cast<std::size_t>(nh));
-      for (int h = 0; h < nh; ++h) {
-        const int carrier = hs.member(h, hs.local[static_cast<std::size_t>(d)]);
-        carrier_of[static_cast<std::size_t>(h)] = carrier;
-        const int slot = carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
-        const Span acc = carrier == d ? out(range.offset, range.count)
-                                      : scratch(static_cast<std::int64_t>(slot) * c + range.offset, range.count);
+      std::vector<int> partial(static_cast<std::size_t>(nh), -1);
+      for (int h : inside) {
+        const int carrier = carrier_of(h, d);
+        const bool keep = b.keeps(carrier);
+        const Span acc = carrier == d || !keep
+                             ? out(range.offset, range.count)
+                             : scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count);
         int& chain = carrier == d ? total : partial[static_cast<std::size_t>(h)];
         chain = b.copy(carrier, src, acc, {chain});
         for (int r : hs.members[static_cast<std::size_t>(h)]) {
@@ -212,12 +228,15 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
           chain = b.recv_reduce(carrier, r, acc, {chain});
         }
       }
+      // Across: each other host's carrier sends its partial sum to d. A
+      // slice visits only the hosts where its rank is one end.
       for (int h = 0; h < nh; ++h) {
         if (h == home) continue;
-        const int carrier = carrier_of[static_cast<std::size_t>(h)];
-        const int slot = carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
-        b.send(carrier, d, scratch(static_cast<std::int64_t>(slot) * c + range.offset, range.count),
-               {partial[static_cast<std::size_t>(h)]});
+        const int carrier = carrier_of(h, d);
+        if (!b.keeps(carrier) && !b.keeps(d)) continue;
+        if (b.keeps(carrier))
+          b.send(carrier, d, scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count),
+                 {partial[static_cast<std::size_t>(h)]});
         total = b.recv_reduce(d, carrier, out(range.offset, range.count), {total});
       }
     }
@@ -232,15 +251,20 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
 Plan hierarchical_allgather(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
   const Hosts hs = hosts_of(args);
-  const int n = args.nranks, nh = hs.count();
+  const int n = args.nranks;
   const std::int64_t c = args.count;
   const std::int64_t slices = num_slices(args, c, 1);
+  const std::vector<int> inside = hosts_to_build(b, hs);
+  std::vector<int> all_hosts(static_cast<std::size_t>(hs.count()));
+  for (int h = 0; h < hs.count(); ++h) all_hosts[static_cast<std::size_t>(h)] = h;
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(c, slices, sl);
     if (range.count == 0) continue;
     for (int q = 0; q < n; ++q) {
       const Span blk = out(static_cast<std::int64_t>(q) * c + range.offset, range.count);
-      for (int h = 0; h < nh; ++h) {
+      // A slice visits the hosts where its rank has steps: its own, and
+      // every host where its own block q crosses to.
+      for (int h : b.keeps(q) ? all_hosts : inside) {
         // Who has block q on host h, and from which step on.
         int holder = q, arrived = -1;
         if (h != hs.host[static_cast<std::size_t>(q)]) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <unordered_map>
 #include <vector>
 
 #include "algorithms/plan.hpp"
@@ -40,16 +41,12 @@ inline Hosts hosts_of(const PlanArgs& a) {
   Hosts hs;
   hs.host.resize(static_cast<std::size_t>(n));
   hs.local.resize(static_cast<std::size_t>(n));
-  std::vector<int> ids;  // host_of's value for each host index
+  std::unordered_map<int, int> index;  // host_of's value -> host index
   for (int r = 0; r < n; ++r) {
     const int id = known ? of[static_cast<std::size_t>(r)] : 0;
-    auto it = std::find(ids.begin(), ids.end(), id);
-    if (it == ids.end()) {
-      ids.push_back(id);
-      hs.members.emplace_back();
-      it = ids.end() - 1;
-    }
-    const auto h = static_cast<std::size_t>(it - ids.begin());
+    const auto [it, fresh] = index.try_emplace(id, static_cast<int>(hs.members.size()));
+    if (fresh) hs.members.emplace_back();
+    const auto h = static_cast<std::size_t>(it->second);
     hs.host[static_cast<std::size_t>(r)] = static_cast<int>(h);
     hs.local[static_cast<std::size_t>(r)] = static_cast<int>(hs.members[h].size());
     hs.members[h].push_back(r);

@@ -55,7 +55,7 @@ Plan pairwise_alltoall(const PlanArgs& args) {
   PlanBuilder b(args, "pairwise");
   const int n = args.nranks;
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     // Where each block starts: Input by destination, Output by source.
     std::vector<std::int64_t> in_off(static_cast<std::size_t>(n), 0), out_off = in_off;
     for (int j = 1; j < n; ++j) {

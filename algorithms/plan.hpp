@@ -167,6 +167,15 @@ struct PlanArgs {
   // (empty for the even case, where every block has `count` elements).
   std::vector<std::vector<std::int64_t>> splits;
   Topology topology;
+  // >= 0: build only this rank's steps (a slice). The plan still has one
+  // RankPlan per rank, the others empty. A rank's slice holds exactly the
+  // steps, slots and deps of its list in the whole plan (test_plan_slices),
+  // so ranks that each build their own slice run one plan. Building a slice
+  // costs about the rank's own steps where the algorithm loops over
+  // PlanBuilder::ranks(), not the whole plan's: what a rank of a large world
+  // builds (bench/plan_scale). Only for message plans between hosts: the
+  // fast boxes and one-sided plans read the other ranks' lists.
+  int slice_rank = -1;
 };
 
 struct Plan {

@@ -53,7 +53,7 @@ Plan recursive_doubling_allreduce(const PlanArgs& args) {
   const std::int64_t c = args.count;
   if (n == 1 || c == 0) return b.finish();
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     if (r >= p) {  // extra rank: hand the vector to rank r-p, get the result back
       const int sent = b.send(r, r - p, out(0, c));
       b.recv(r, r - p, out(0, c), {sent});  // overwrites what the send reads
@@ -87,7 +87,7 @@ Plan recursive_doubling_allgather(const PlanArgs& args) {
     return std::array<Span, 2>{out(lo * c, (hi - lo) * c), out((p + lo) * c, extras * c)};
   };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     if (r >= p) {  // extra rank: give rank r-p our block, receive all the others
       b.send(r, r - p, in(0, c));
       b.recv(r, r - p, out(0, r * c));

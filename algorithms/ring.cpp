@@ -71,7 +71,7 @@ Plan ring_allreduce(const PlanArgs& args) {
   };
 
   const auto nchunks = static_cast<std::size_t>(chunks);
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     // Per chunk: the last receive, whose result the next send forwards.
     std::vector<int> got(nchunks, -1);
@@ -125,7 +125,7 @@ Plan ring_reducescatter(const PlanArgs& args) {
     return (n - 2 - s) % 2 == 0 ? out(ch.offset, ch.count) : scratch(ch.offset, ch.count);
   };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     if (n == 1) {
       copy_piece(b, r, in(0, c), out(0, c));
@@ -163,7 +163,7 @@ Plan ring_allgather(const PlanArgs& args) {
     return out(ring_index(blk, n) * c + ch.offset, ch.count);
   };
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     std::vector<int> got(static_cast<std::size_t>(chunks), -1);
     for (int s = 0; s < n - 1; ++s) {
@@ -186,7 +186,7 @@ Plan ring_broadcast(const PlanArgs& args) {
   const std::int64_t c = args.count;
   const std::int64_t chunks = num_chunks(args, c, kMaxChunksPerChain);
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     const int v = ring_index(r - args.root, n);  // position along the chain
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     for (std::int64_t j = 0; j < chunks; ++j) {
@@ -207,7 +207,7 @@ Plan ring_reduce(const PlanArgs& args) {
   const std::int64_t c = args.count;
   const std::int64_t chunks = num_chunks(args, c, kMaxChunksPerChain);
 
-  for (int r = 0; r < n; ++r) {
+  for (int r : b.ranks()) {
     const int v = ring_index(r - args.root - 1, n);  // 0 starts the chain, n-1 is the root
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     for (std::int64_t j = 0; j < chunks; ++j) {

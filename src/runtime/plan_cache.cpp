@@ -106,6 +106,10 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     const LinkSettings link = effective_link();
     const plan::CostParams remote = plan::with_link(between, link.latency_s, link.s_per_byte);
     const plan::Algorithm* a = plan::choose(args.coll, args, plan::link_costs(within, remote, args.topology.host_of), name);
+    // A message plan between hosts is built as this rank's slice only
+    // (PlanArgs::slice_rank): its cost follows the rank's own steps, not the
+    // world's. Fast boxes and one-sided plans read the other ranks' lists.
+    if (!shared_memory && !args.topology.rdma) full.slice_rank = rank;
     auto p = std::make_shared<const plan::Plan>(a->build(args));
     BRAID_TRACE("plan {} for {} n={} count={} root={}", a->name, plan::collective_name(args.coll),
                 args.nranks, args.count, args.root);

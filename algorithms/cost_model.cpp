@@ -1,5 +1,6 @@
 // The alpha-beta-gamma simulator and the algorithm choice built on it.
 #include "algorithms/cost_model.hpp"
+#include "algorithms/estimate.hpp"
 
 #include <fmt/core.h>
 
@@ -360,7 +361,10 @@ const Algorithm* choose(Collective coll, const PlanArgs& args, const LinkCosts& 
   for (const Algorithm& alg : algorithms()) {
     if (alg.coll != coll || !alg.automatic || (alg.supports && !alg.supports(a)) || (alg.offered && !alg.offered(a)))
       continue;
-    const double t = predict_seconds(alg.build(a), params);
+    // Above kSimulateRanks a whole plan is too large to play (estimate.hpp):
+    // each algorithm is priced by its formula, and one without is not offered.
+    const double t = a.nranks > kSimulateRanks ? estimate_seconds(alg, a, params) : predict_seconds(alg.build(a), params);
+    if (t < 0) continue;
     if (!best || t < best_time) {
       best = &alg;
       best_time = t;

@@ -24,6 +24,7 @@
 // while chunk j+1 is still arriving. AllReduce runs each chunk up its tree
 // to the root and straight back down, so the up and down streams overlap.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -140,6 +141,11 @@ int up(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s) {
 }
 
 }  // namespace
+
+std::array<std::vector<int>, 2> double_binary_tree_parents(const PlanArgs& args, int root) {
+  const DoubleTree d = make_trees(args, root);
+  return {d.tree[0].parent, d.tree[1].parent};
+}
 
 Plan double_binary_tree_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");

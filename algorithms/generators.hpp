@@ -3,9 +3,14 @@
 // functions here; add one declaration per function, keeping one per line.
 #pragma once
 
+#include <array>
+#include <vector>
+
 #include "algorithms/plan.hpp"
 
 namespace braid::plan {
+
+struct LinkCosts;  // cost_model.hpp
 
 // ---- generator declarations (one per line; keep this block simple) ----
 Plan recursive_doubling_allreduce(const PlanArgs& args);
@@ -30,6 +35,8 @@ Plan tree_scatter(const PlanArgs& args);
 Plan double_binary_tree_broadcast(const PlanArgs& args);
 Plan double_binary_tree_reduce(const PlanArgs& args);
 Plan double_binary_tree_allreduce(const PlanArgs& args);
+// The parent of each group rank in trees A and B (-1 for the root), for estimate.cpp.
+std::array<std::vector<int>, 2> double_binary_tree_parents(const PlanArgs& args, int root);
 Plan direct_gather(const PlanArgs& args);
 Plan direct_scatter(const PlanArgs& args);
 Plan direct_alltoall(const PlanArgs& args);
@@ -64,6 +71,37 @@ Plan hierarchical_broadcast(const PlanArgs& args);
 Plan hierarchical_reduce(const PlanArgs& args);
 Plan hierarchical_barrier(const PlanArgs& args);
 bool hierarchical_offered(const PlanArgs& args);  // the group spans hosts
+// closed-form estimates (estimate.cpp), one per message algorithm:
+double recursive_doubling_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double recursive_doubling_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
+double halving_doubling_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double halving_doubling_reducescatter_estimate(const PlanArgs& args, const LinkCosts& links);
+double bruck_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
+double bruck_alltoall_estimate(const PlanArgs& args, const LinkCosts& links);
+double pairwise_alltoall_estimate(const PlanArgs& args, const LinkCosts& links);
+double ring_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double ring_reducescatter_estimate(const PlanArgs& args, const LinkCosts& links);
+double ring_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
+double ring_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
+double ring_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double tree_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
+double tree_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double tree_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double tree_gather_estimate(const PlanArgs& args, const LinkCosts& links);
+double tree_scatter_estimate(const PlanArgs& args, const LinkCosts& links);
+double double_binary_tree_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
+double double_binary_tree_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double double_binary_tree_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double direct_gather_estimate(const PlanArgs& args, const LinkCosts& links);
+double direct_scatter_estimate(const PlanArgs& args, const LinkCosts& links);
+double direct_alltoall_estimate(const PlanArgs& args, const LinkCosts& links);
+double dissemination_barrier_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_reducescatter_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_barrier_estimate(const PlanArgs& args, const LinkCosts& links);
 // ---- end of generator declarations ----
 
 }  // namespace braid::plan

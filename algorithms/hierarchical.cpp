@@ -115,11 +115,14 @@ std::vector<Deps> ring_across(PlanBuilder& b, const std::vector<int>& owners, Sp
 
 // The hosts whose inside phases a build visits: all of them, or the
 // sliced rank's own (the only one where it has steps inside).
-std::vector<int> hosts_to_build(const PlanBuilder& b, const Hosts& hs) {
-  if (b.slice() >= 0) return {hs.host[static_cast<std::size_t>(b.slice())]};
+std::vector<int> every_host(const Hosts& hs) {
   std::vector<int> all(static_cast<std::size_t>(hs.count()));
   for (int h = 0; h < hs.count(); ++h) all[static_cast<std::size_t>(h)] = h;
   return all;
+}
+std::vector<int> hosts_to_build(const PlanBuilder& b, const Hosts& hs) {
+  if (b.slice() >= 0) return {hs.host[static_cast<std::size_t>(b.slice())]};
+  return every_host(hs);
 }
 
 }  // namespace
@@ -193,19 +196,22 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
   // Scratch: one block of c per foreign block a rank carries, in order
   // (per kept rank: its slot for each block d, or -1).
   std::vector<std::vector<int>> carried(static_cast<std::size_t>(n));
+  std::vector<int> slots(static_cast<std::size_t>(n), 0);  // per carrier: blocks so far
   for (int d = 0; d < n; ++d)
     for (int h : inside) {
       const int carrier = carrier_of(h, d);
       if (carrier == d || !b.keeps(carrier)) continue;
       auto& mine = carried[static_cast<std::size_t>(carrier)];
       if (mine.empty()) mine.assign(static_cast<std::size_t>(n), -1);
-      const auto slot = static_cast<int>(std::count_if(mine.begin(), mine.end(), [](int s) { return s >= 0; }));
+      const int slot = slots[static_cast<std::size_t>(carrier)]++;
       mine[static_cast<std::size_t>(d)] = slot;
       b.need_scratch(carrier, (slot + 1) * c);
     }
   auto slot_of = [&](int carrier, int d) {
     return carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
   };
+  const std::vector<int> all_hosts = every_host(hs);
+  std::vector<int> partial(static_cast<std::size_t>(nh), -1);  // per host: its carrier's chain for block d
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(c, slices, sl);
     if (range.count == 0) continue;
@@ -213,7 +219,7 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
       const int home = hs.host[static_cast<std::size_t>(d)];
       const Span src = in(static_cast<std::int64_t>(d) * c + range.offset, range.count);
       int total = -1;  // d's chain of writes into its Output
-      std::vector<int> partial(static_cast<std::size_t>(nh), -1);
+      for (int h : inside) partial[static_cast<std::size_t>(h)] = -1;
       for (int h : inside) {
         const int carrier = carrier_of(h, d);
         const bool keep = b.keeps(carrier);
@@ -229,8 +235,9 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
         }
       }
       // Across: each other host's carrier sends its partial sum to d. A
-      // slice visits only the hosts where its rank is one end.
-      for (int h = 0; h < nh; ++h) {
+      // slice visits only the hosts where its rank is one end: every host
+      // for its own block, else its own host.
+      for (int h : b.keeps(d) ? all_hosts : inside) {
         if (h == home) continue;
         const int carrier = carrier_of(h, d);
         if (!b.keeps(carrier) && !b.keeps(d)) continue;
@@ -255,8 +262,7 @@ Plan hierarchical_allgather(const PlanArgs& args) {
   const std::int64_t c = args.count;
   const std::int64_t slices = num_slices(args, c, 1);
   const std::vector<int> inside = hosts_to_build(b, hs);
-  std::vector<int> all_hosts(static_cast<std::size_t>(hs.count()));
-  for (int h = 0; h < hs.count(); ++h) all_hosts[static_cast<std::size_t>(h)] = h;
+  const std::vector<int> all_hosts = every_host(hs);
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(c, slices, sl);
     if (range.count == 0) continue;

@@ -9,6 +9,8 @@
 
 namespace braid::plan {
 
+struct LinkCosts;  // cost_model.hpp
+
 struct Algorithm {
   const char* name;  // "ring", "tree", "recursive_doubling", ...
   Collective coll;
@@ -24,6 +26,9 @@ struct Algorithm {
   // it runs wherever `supports` holds): for a gain the cost model cannot
   // see, such as CPUs copying at once that ranks sharing CPUs do not have.
   bool (*offered)(const PlanArgs& args) = nullptr;
+  // Its time as a closed formula (estimate.hpp), for groups too large to
+  // simulate; nullptr: simulated only (the one-sided plans, on one host).
+  double (*estimate)(const PlanArgs& args, const LinkCosts& links) = nullptr;
 };
 
 const std::vector<Algorithm>& algorithms();

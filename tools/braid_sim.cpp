@@ -25,6 +25,7 @@
 #include "braid/error.hpp"
 #include "braid/version.hpp"
 #include "algorithms/cost_model.hpp"
+#include "algorithms/estimate.hpp"
 #include "algorithms/plan.hpp"
 #include "algorithms/registry.hpp"
 #include "algorithms/verify.hpp"
@@ -37,7 +38,7 @@ using braid::plan::Collective;
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
-    "                 [--link-latency-ns N] [--link-mbps M] [--verify]\n"
+    "                 [--link-latency-ns N] [--link-mbps M] [--verify] [--model auto|sim|formula]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -46,6 +47,8 @@ constexpr const char* kUsage =
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "--hosts H [--link-latency-ns N] [--link-mbps M]: ranks in H blocks of hosts; pairs within a host at\n"
     "  the backend's costs, pairs across at the link's (default: the backend's; as BRAID_LINK_* at run time)\n"
+    "--model: price each plan by simulating it (sim) or by its closed formula (formula); auto, as the\n"
+    "  runtime's choice does: simulated up to 256 ranks, formulas above (whole plans grow as n^2)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -78,6 +81,9 @@ struct Options {
   int hosts = 1;             // ranks in blocks over this many hosts (PlanArgs::topology.host_of)
   std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
   std::optional<std::int64_t> count;
+  std::string model = "auto";  // --model
+
+  bool by_formula() const { return model == "formula" || (model == "auto" && ranks > braid::plan::kSimulateRanks); }
 
   // Pair by pair: within a host the backend's costs, between hosts its
   // link's, as the runtime prices a group that spans hosts.
@@ -175,6 +181,11 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--link-latency-ns") o.link_latency_ns = parse_int(flag, value());
     else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
     else if (flag == "--verify") o.verify = true;
+    else if (flag == "--model") {
+      o.model = value();
+      if (o.model != "auto" && o.model != "sim" && o.model != "formula")
+        usage_error(fmt::format("unknown --model '{}'; expected auto, sim or formula", o.model));
+    }
     else if (flag == "-h" || flag == "--help") throw HelpRequested{};
     else usage_error(fmt::format("unknown option '{}'", flag));
   }
@@ -244,9 +255,11 @@ int sweep(const Options& o) {
     fmt::print(stderr, "braid-sim: no {} algorithm is registered\n", braid::plan::collective_name(o.coll));
     return 1;
   }
-  fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us ('*' = chosen{})\n",
+  if (o.verify && o.by_formula()) usage_error("--verify needs the plans themselves: --model sim (and at most a few hundred ranks)");
+  fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us by {} ('*' = chosen{})\n",
              braid::plan::collective_name(o.coll), o.ranks, o.hosts > 1 ? fmt::format(" on {} hosts", o.hosts) : "",
-             o.dtype, o.elem_size, o.backend, o.verify ? ", '!' = verifier rejects" : "");
+             o.dtype, o.elem_size, o.backend, o.by_formula() ? "formula" : "simulation",
+             o.verify ? ", '!' = verifier rejects" : "");
   std::string head = fmt::format("{:>12} {:>12}", "bytes", "count");
   for (const auto* a : algs) head += fmt::format(" {:>20}", a->name);
   fmt::print("{}\n", head);
@@ -267,6 +280,13 @@ int sweep(const Options& o) {
     for (const auto* a : algs) {
       if (a->supports && !a->supports(args)) {
         row += fmt::format(" {:>20}", "-");
+        continue;
+      }
+      if (o.by_formula()) {
+        const double t = braid::plan::estimate_seconds(*a, args, o.links());
+        std::string cell = t < 0 ? "-" : fmt::format("{:.2f}", t * 1e6);  // one-sided plans have no formula
+        if (a == chosen) cell += '*';
+        row += fmt::format(" {:>20}", cell);
         continue;
       }
       const braid::plan::Plan plan = a->build(args);

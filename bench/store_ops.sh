@@ -5,9 +5,11 @@
 # served, by kind (its INFO line at shutdown); prints them per rank. With the
 # roster (src/runtime/bootstrap.cpp, load_roster) the sets, gets, adds and
 # compare-sets of a rank stay the same whatever the size (rank 0's gets grow:
-# it reads every rank's records once). try_get grows with it: hello's
-# all_reduce is a one-sided plan on one host, and a group's first one-sided
-# call maps every member's window, reading each member's record ("os/...").
+# it reads every rank's records once). hello's all_reduce is a one-sided plan
+# on one host: a group's first one-sided call maps every member's window,
+# whose records the group's first rank gathers into one key
+# (transports/shm/window.cpp, gather_records); the others poll for that key,
+# a few times more where many ranks share few CPUs.
 #
 #   bench/store_ops.sh [BUILD]      SIZES="2 4 8 16 32 64" (default)
 set -euo pipefail

@@ -94,6 +94,30 @@ TEST_CASE("a collective times out naming the rank that never came; its Work says
   }
 }
 
+// On one host the first one-sided call of a group gathers its members'
+// records through the group's first rank: one that is not first must still
+// name the member that never came, not the first rank it heard from.
+TEST_CASE("every rank that came times out naming the one that never did", "[promises]") {
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    if (rank == 2) {  // never calls the all_reduce: waits until the others are done with it
+      st.wait({"test/done/0", "test/done/1"}, std::chrono::seconds(60));
+      st.set("test/done/2", braid::store::to_bytes(std::string("1")));
+      return;
+    }
+    std::vector<float> v(1000, 1.0f);
+    const braid::Error e = expect_error(
+        [&] { braid::all_reduce(braid::tensor(v), ReduceOp::Sum, {.timeout = std::chrono::milliseconds(500)}); },
+        ErrorCode::Timeout, "");
+    RANK_CHECK_MSG(e.peer() == 2, e.what());
+    st.set("test/done/" + std::to_string(rank), braid::store::to_bytes(std::string("1")));
+    if (rank == 0) st.wait({"test/done/1", "test/done/2"}, std::chrono::seconds(60));  // it hosts the store
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a barrier holds every rank until the last one arrives", "[promises]") {
   auto res = run_ranks(3, [](int rank, int) {
     init_env();

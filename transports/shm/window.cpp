@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <new>
 #include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -22,6 +25,98 @@ namespace braid::shm {
 
 namespace {
 constexpr std::uint64_t kWindowMagic = 0x314e4957444952ULL;  // "RIDWIN1"
+
+// Waits for `key`, polling rather than blocking on the store: a member
+// killed before it wrote must be named within the deadline, not waited for
+// until it. `missing` throws at the deadline; `check` (it throws if the
+// awaited rank died or the job was aborted, and asks the store itself) runs
+// once the polls have slowed to 100 ms apart: the first polls, 2, 8 and 32
+// ms apart, catch a member that is only a moment behind, in few requests.
+template <class Check, class Missing>
+std::string wait_key(store::Store& store, const std::string& key, Deadline deadline, Check&& check, Missing&& missing) {
+  int pause_ms = 2;
+  for (;;) {
+    if (auto rec = store.try_get(key)) return store::to_string(*rec);
+    if (deadline.expired()) missing();
+    if (pause_ms >= 100) check();
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(pause_ms, deadline.poll_ms(100) + 1)));
+    pause_ms = std::min(pause_ms * 4, 100);
+  }
+}
+
+// Every member's record ("pid fd"), own included. Each member publishes its
+// own under prefix<rank>; the group's first member reads them all and
+// publishes them as one key, prefix "all", which the others read: a
+// member's store operations stay the same few whatever the group's size
+// (bench/store_ops.sh). Where the first member fails while gathering, it
+// writes "!<error code> <world rank>\t<why>" there instead, so the others
+// fail as it did, naming the member it waited for, not it.
+std::vector<std::string> gather_records(store::Store& store, const std::string& prefix, const std::string& own,
+                                        const std::vector<int>& world, int me, Deadline deadline,
+                                        const std::function<void(int)>& check_alive) {
+  const int n = static_cast<int>(world.size());
+  auto wr = [&](int q) { return world[static_cast<std::size_t>(q)]; };
+  store.set(prefix + std::to_string(me), store::to_bytes(own));
+  auto never_published = [&](int q) {
+    fail_peer(ErrorCode::Timeout, wr(q),
+              "one-sided window: rank {} did not publish its shared-memory block before the deadline (a rank that "
+              "passed other counts than this one may run the call as messages instead)",
+              wr(q));
+  };
+  std::vector<std::string> records(static_cast<std::size_t>(n));
+  records[static_cast<std::size_t>(me)] = own;
+  if (me == 0) {
+    try {
+      for (int q = 1; q < n; ++q)
+        records[static_cast<std::size_t>(q)] = wait_key(
+            store, prefix + std::to_string(q), deadline, [&] { check_alive(wr(q)); },
+            [&] { never_published(q); });
+    } catch (const Error& e) {
+      // Tell the others whom this member waited for, then fail as it does.
+      try {
+        store.set(prefix + "all", store::to_bytes(fmt::format("!{} {}\t{}", static_cast<int>(e.code()),
+                                                               e.peer() >= 0 ? e.peer() : wr(0), e.what())));
+      } catch (const Error&) {
+      }
+      throw;
+    }
+    std::string all;
+    for (const auto& r : records) all += r + '\n';
+    store.set(prefix + "all", store::to_bytes(all));
+    return records;
+  }
+  const std::string all = wait_key(
+      store, prefix + "all", deadline, [&] { check_alive(wr(0)); },
+      [&] {
+        // The first member's deadline is about ours: rather than wait for
+        // its verdict, look which member has not published (on this path
+        // only, one request per member).
+        for (int q = 1; q < n; ++q)
+          if (!store.try_get(prefix + std::to_string(q))) never_published(q);
+        fail_peer(ErrorCode::Timeout, wr(0),
+                  "one-sided window: rank {} did not publish the group's shared-memory blocks before the deadline",
+                  wr(0));
+      });
+  if (!all.empty() && all[0] == '!') {  // "!<code> <world rank>\t<what>": the first member's failure
+    int fields[2] = {static_cast<int>(ErrorCode::PeerFailure), wr(0)};
+    const auto tab = all.find('\t');
+    if (tab == std::string::npos || !parse_ints(std::string_view(all).substr(1, tab - 1), fields))
+      fields[0] = static_cast<int>(ErrorCode::PeerFailure), fields[1] = wr(0);
+    const bool known = fields[0] == static_cast<int>(ErrorCode::Timeout) || fields[0] == static_cast<int>(ErrorCode::PeerFailure);
+    throw Error(known ? static_cast<ErrorCode>(fields[0]) : ErrorCode::PeerFailure,
+                tab == std::string::npos ? all.substr(1) : all.substr(tab + 1), fields[1]);
+  }
+  std::size_t pos = 0;
+  for (int q = 0; q < n; ++q) {
+    const auto nl = all.find('\n', pos);
+    if (nl == std::string::npos)
+      fail_peer(ErrorCode::Transport, wr(0), "one-sided window: rank {} published {} of the group's {} blocks", wr(0), q, n);
+    if (q != me) records[static_cast<std::size_t>(q)] = all.substr(pos, nl - pos);
+    pos = nl + 1;
+  }
+  return records;
+}
+
 }  // namespace
 
 Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> world, int me, Deadline deadline,
@@ -45,25 +140,14 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
   h->rank = static_cast<std::uint32_t>(me);
   h->nranks = static_cast<std::uint32_t>(n);
   h->pid = ::getpid();
-  const std::string prefix = fmt::format("os/{}/", group_id);
-  store.set(prefix + std::to_string(me), store::to_bytes(fmt::format("{} {}", ::getpid(), own_fd_.get())));
+  const std::vector<std::string> records =
+      gather_records(store, fmt::format("os/{}/", group_id), fmt::format("{} {}", ::getpid(), own_fd_.get()), world_,
+                     me, deadline, check_alive);
 
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
     Peer& p = peers_[static_cast<std::size_t>(q)];
-    // Poll rather than block on the store: a peer killed before it published
-    // must be named within the deadline, not waited for until it.
-    std::optional<store::Bytes> rec;
-    while (!(rec = store.try_get(prefix + std::to_string(q)))) {
-      if (deadline.expired())
-        fail_peer(ErrorCode::Timeout, world_rank(q),
-                  "one-sided window: rank {} did not publish its shared-memory block before the deadline (a rank "
-                  "that passed other counts than this one may run the call as messages instead)",
-                  world_rank(q));
-      check_alive(world_rank(q));
-      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(100, deadline.poll_ms(100) + 1)));
-    }
-    const std::string v = store::to_string(*rec);
+    const std::string& v = records[static_cast<std::size_t>(q)];
     int rec_ints[2] = {0, -1};
     if (!parse_ints(v, rec_ints) || rec_ints[0] <= 0 || rec_ints[1] < 0)
       fail_peer(ErrorCode::Transport, world_rank(q), "one-sided window: rank {} published '{}'; expected 'pid fd'",

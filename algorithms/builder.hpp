@@ -178,6 +178,14 @@ class PlanBuilder {
   std::vector<std::int32_t> skipped_;  // a slice: steps left out per rank
 };
 
+// The largest power of two <= n (n >= 1): the doubling algorithms fold the
+// ranks above it in and out.
+inline int pow2_floor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
 // Builder calls that emit nothing for an empty piece and return -1, which
 // the builder drops from deps: a piece keeps its size along its whole path,
 // so its sender and receiver skip it alike and slot numbering stays paired.

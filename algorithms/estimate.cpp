@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "algorithms/builder.hpp"  // pow2_floor
 #include "algorithms/generators.hpp"
 #include "algorithms/registry.hpp"
 
@@ -23,11 +24,6 @@ namespace {
 constexpr double kChunk = 512.0 * 1024;  // ring.cpp and double_binary_tree.cpp's kChunkBytes
 constexpr double kSlice = 128.0 * 1024;  // hierarchical.cpp's kSliceBytes
 
-int pow2_floor(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 int ring_next(int r, int n) { return (r + 1) % n; }
 
 // The executor's copy of a rank's contribution into Output before a message
@@ -313,6 +309,19 @@ double hierarchical_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const double ring = h > 1 ? 2 * (h - 1) * across_shared(net, b / h) + (h - 1) * net.gamma(b / h) : 0;
   const double in_ag = (k - 1) * net.inside(b);
   return contract(net, a) + pipeline(slices, {in_rs, ring, in_ag});
+}
+// The crossing as a halving-doubling among the H owners of a block, all k
+// owners of a host crossing at once; hosts above the largest power of two
+// fold in and out with the whole block.
+double hierarchical_hd_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
+  const Net net(a, l);
+  const int k = net.per_host(), h = net.hosts(), p = pow2_floor(h);
+  const double s = net.bytes(a.count), slices = pieces(s, kSlice * k, 16), b = s / slices / k;
+  const double in_rs = (k - 1) * (net.inside(b) + net.gamma(b));
+  double hd = h > p ? 2 * across_shared(net, b) + net.gamma(b) : 0;
+  for (int d = p / 2; d >= 1; d /= 2) hd += 2 * across_shared(net, b * d / p) + net.gamma(b * d / p);
+  const double in_ag = (k - 1) * net.inside(b);
+  return contract(net, a) + pipeline(slices, {in_rs, hd, in_ag});
 }
 double hierarchical_reducescatter_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);

@@ -17,6 +17,14 @@ Plan recursive_doubling_allreduce(const PlanArgs& args);
 Plan recursive_doubling_allgather(const PlanArgs& args);
 Plan halving_doubling_allreduce(const PlanArgs& args);
 Plan halving_doubling_reducescatter(const PlanArgs& args);
+// The halving-doubling all-reduce of `data` among `members` (group ranks),
+// where ready[i] (or -1; empty: none) must precede member i's use of it;
+// returns per member the steps after which its copy is final (for the
+// members the builder keeps). The flat algorithm runs it among every rank,
+// hierarchical_hd among one rank per host.
+class PlanBuilder;
+std::vector<std::vector<std::int32_t>> halving_doubling_among(PlanBuilder& b, const std::vector<int>& members, Span data,
+                                                              const std::vector<int>& ready);
 Plan bruck_allgather(const PlanArgs& args);
 Plan bruck_alltoall(const PlanArgs& args);
 bool bruck_alltoall_supports(const PlanArgs& args);
@@ -65,6 +73,7 @@ Plan peer_read_alltoall(const PlanArgs& args);
 bool peer_read_alltoall_supports(const PlanArgs& args);
 Plan signal_barrier(const PlanArgs& args);
 Plan hierarchical_allreduce(const PlanArgs& args);
+Plan hierarchical_hd_allreduce(const PlanArgs& args);
 Plan hierarchical_reducescatter(const PlanArgs& args);
 Plan hierarchical_allgather(const PlanArgs& args);
 Plan hierarchical_broadcast(const PlanArgs& args);
@@ -97,6 +106,7 @@ double direct_scatter_estimate(const PlanArgs& args, const LinkCosts& links);
 double direct_alltoall_estimate(const PlanArgs& args, const LinkCosts& links);
 double dissemination_barrier_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_hd_allreduce_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_reducescatter_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);

@@ -37,6 +37,7 @@
 // its block to Output and sends the extra rank its block.
 #include <algorithm>
 #include <array>
+#include <vector>
 
 #include "algorithms/builder.hpp"
 #include "algorithms/generators.hpp"
@@ -44,12 +45,6 @@
 namespace braid::plan {
 
 namespace {
-
-int pow2_floor(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 
 // Collects the steps of one round of one rank. The next round depends on all
 // of them (it reads or overwrites what this one touched); a round that
@@ -65,52 +60,71 @@ struct Rounds {
 
 }  // namespace
 
-Plan halving_doubling_allreduce(const PlanArgs& args) {
-  PlanBuilder b(args, "halving_doubling");
-  const int n = args.nranks, p = pow2_floor(n);
-  const std::int64_t c = args.count;
-  if (n == 1 || c == 0) return b.finish();
+std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>& members, Span data,
+                                         const std::vector<int>& ready) {
+  const int n = static_cast<int>(members.size()), p = pow2_floor(n);
+  const std::int64_t c = data.count;
+  std::vector<Deps> done(static_cast<std::size_t>(n));
+  auto at = [&](int i) { return static_cast<std::size_t>(i); };
+  auto start = [&](int i) { return ready.empty() ? -1 : ready[at(i)]; };
+  if (n == 1 || c == 0) {
+    for (int i = 0; i < n; ++i) done[at(i)] = {start(i)};
+    return done;
+  }
 
-  // Elements of blocks [lo, hi) of the p-way split: contiguous.
+  // Elements of blocks [lo, hi) of the p-way split of data: contiguous.
   auto blocks = [&](int lo, int hi) {
     const std::int64_t begin = block(c, p, lo).offset;
     const std::int64_t end = hi == p ? c : block(c, p, hi).offset;
-    return out(begin, end - begin);
+    return Span{data.buf, data.offset + begin, end - begin};
   };
 
-  for (int r : b.ranks()) {
-    if (r >= p) {  // extra rank: hand the vector to rank r-p, get the result back
-      const int sent = b.send(r, r - p, out(0, c));
-      b.recv(r, r - p, out(0, c), {sent});  // overwrites what the send reads
+  for (int i = 0; i < n; ++i) {
+    const int r = members[at(i)];
+    if (!b.keeps(r)) continue;
+    if (i >= p) {  // extra member: hand the vector to member i-p, get the result back
+      const int peer = members[at(i - p)];
+      const int sent = b.send(r, peer, data, {start(i)});
+      done[at(i)] = {b.recv(r, peer, data, {sent})};  // overwrites what the send reads
       continue;
     }
     Rounds rounds;
-    if (r + p < n) rounds.add(b.recv_reduce(r, r + p, out(0, c)));
+    rounds.prev = {start(i)};
+    if (i + p < n) rounds.add(b.recv_reduce(r, members[at(i + p)], data, rounds.prev));
     rounds.next();
 
     // Reduce-scatter by recursive halving: the window [lo, lo + 2d) halves.
     int lo = 0;
     for (int d = p / 2; d >= 1; d /= 2) {
-      const int peer = r ^ d;
-      const int keep = (r & d) ? lo + d : lo, give = (r & d) ? lo : lo + d;
+      const int peer = members[at(i ^ d)];
+      const int keep = (i & d) ? lo + d : lo, give = (i & d) ? lo : lo + d;
       const Span g = blocks(give, give + d), k = blocks(keep, keep + d);
       if (g.count > 0) rounds.add(b.send(r, peer, g, rounds.prev));
       if (k.count > 0) rounds.add(b.recv_reduce(r, peer, k, rounds.prev));
       rounds.next();
       lo = keep;
     }
-    // Now lo == r: rank r holds block r reduced over all ranks.
+    // Now lo == i: member i holds block i reduced over all members.
 
     // All-gather by recursive doubling: windows grow back in mirror order.
     for (int d = 1; d < p; d *= 2) {
-      const int peer = r ^ d, mine = r & ~(d - 1), theirs = mine ^ d;
+      const int peer = members[at(i ^ d)], mine = i & ~(d - 1), theirs = mine ^ d;
       const Span m = blocks(mine, mine + d), t = blocks(theirs, theirs + d);
       if (m.count > 0) rounds.add(b.send(r, peer, m, rounds.prev));
       if (t.count > 0) rounds.add(b.recv(r, peer, t, rounds.prev));
       rounds.next();
     }
-    if (r + p < n) b.send(r, r + p, out(0, c), rounds.prev);
+    done[at(i)] = rounds.prev;
+    if (i + p < n) b.send(r, members[at(i + p)], data, rounds.prev);
   }
+  return done;
+}
+
+Plan halving_doubling_allreduce(const PlanArgs& args) {
+  PlanBuilder b(args, "halving_doubling");
+  std::vector<int> everyone(static_cast<std::size_t>(args.nranks));
+  for (int r = 0; r < args.nranks; ++r) everyone[static_cast<std::size_t>(r)] = r;
+  halving_doubling_among(b, everyone, out(0, args.count), {});
   return b.finish();
 }
 

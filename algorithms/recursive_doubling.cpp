@@ -39,11 +39,6 @@ namespace braid::plan {
 
 namespace {
 
-int pow2_floor(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
 
 }  // namespace
 

@@ -59,6 +59,7 @@ std::vector<Algorithm> build_list() {
       {"signal", Collective::Barrier, signal_barrier, one_sided_only},
       // host-aware (messages; inside hosts, then across, then inside):
       {"hierarchical", Collective::AllReduce, hierarchical_allreduce, nullptr, true, hierarchical_offered, hierarchical_allreduce_estimate},
+      {"hierarchical_hd", Collective::AllReduce, hierarchical_hd_allreduce, nullptr, true, hierarchical_offered, hierarchical_hd_allreduce_estimate},
       {"hierarchical", Collective::ReduceScatter, hierarchical_reducescatter, nullptr, true, hierarchical_offered, hierarchical_reducescatter_estimate},
       {"hierarchical", Collective::AllGather, hierarchical_allgather, nullptr, true, hierarchical_offered, hierarchical_allgather_estimate},
       {"hierarchical", Collective::Broadcast, hierarchical_broadcast, nullptr, true, hierarchical_offered, hierarchical_broadcast_estimate},

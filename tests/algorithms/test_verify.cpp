@@ -267,7 +267,7 @@ TEST_CASE("host-aware algorithms verify on host grids up to 64 ranks, uneven and
   int plans = 0;
   std::vector<std::string> failures;
   for (const Algorithm& alg : algorithms()) {
-    if (std::string(alg.name) != "hierarchical") continue;
+    if (!std::string(alg.name).starts_with("hierarchical")) continue;
     for (const std::vector<int>& layout : host_layouts()) {
       const int n = static_cast<int>(layout.size());
       for (int root : roots_for(alg.coll, n)) {
@@ -290,7 +290,7 @@ TEST_CASE("host-aware algorithms verify on host grids up to 64 ranks, uneven and
   // knowledge).
   int mutants = 0;
   for (const Algorithm& alg : algorithms()) {
-    if (std::string(alg.name) != "hierarchical") continue;
+    if (!std::string(alg.name).starts_with("hierarchical")) continue;
     PlanArgs args = make_args(alg.coll, 6, alg.coll == Collective::Barrier ? 0 : 17, 4);
     args.topology.host_of = {0, 0, 1, 2, 2, 2};
     const Plan plan = alg.build(args);
@@ -307,6 +307,34 @@ TEST_CASE("host-aware algorithms verify on host grids up to 64 ranks, uneven and
       }
   }
   CHECK(mutants > 100);
+}
+
+TEST_CASE("hierarchical_hd crosses the bytes hierarchical does, in 2 log2(H) rounds instead of 2(H-1)", "[verify][hosts]") {
+  PlanArgs a = make_args(Collective::AllReduce, 16, 1 << 16, 0, 4);
+  for (int r = 0; r < 16; ++r) a.topology.host_of.push_back(r / 2);  // 8 hosts x 2 ranks
+  auto crossing = [&](const char* name, std::int64_t* bytes, int* most_messages) {
+    const Plan p = find_algorithm(Collective::AllReduce, name)->build(a);
+    REQUIRE(verify(p).ok);
+    *bytes = 0;
+    *most_messages = 0;
+    for (int r = 0; r < 16; ++r) {
+      int messages = 0;
+      for (const Step& s : p.ranks[static_cast<std::size_t>(r)].steps)
+        if (s.kind == StepKind::Send && s.peer / 2 != r / 2) {
+          *bytes += s.src.count * 4;
+          ++messages;
+        }
+      *most_messages = std::max(*most_messages, messages);
+    }
+  };
+  std::int64_t ring_bytes = 0, hd_bytes = 0;
+  int ring_messages = 0, hd_messages = 0;
+  crossing("hierarchical", &ring_bytes, &ring_messages);
+  crossing("hierarchical_hd", &hd_bytes, &hd_messages);
+  CHECK(hd_bytes == ring_bytes);
+  CHECK(ring_bytes == 8 * (2 * 7 * (std::int64_t{1} << 18) / 8));  // 2(H-1)/H of S per host
+  CHECK(ring_messages == 2 * 7);                                     // per owner, one slice
+  CHECK(hd_messages == 2 * 3);
 }
 
 TEST_CASE("hierarchical all_reduce crosses hosts with S bytes per host for two hosts, a flat ring with 2S",

@@ -357,6 +357,23 @@ double hierarchical_reduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const double hop = across_shared(net, b) + net.gamma(b), in = (k - 1) * (net.inside(b) + net.gamma(b));
   return contract(net, a) + in + (h - 1) * hop + slices * std::max(hop, in);
 }
+// The tree variants: ceil(log2 H) crossings deep, and the root's host sends
+// each piece across that many times (the busiest link, once per slice).
+namespace {
+double host_tree(const PlanArgs& a, const LinkCosts& l, bool reduce) {
+  const Net net(a, l);
+  const int k = net.per_host(), h = net.hosts();
+  const double s = net.bytes(a.count), slices = pieces(s, kSlice * k, 16), b = s / slices / k;
+  double depth = 0;
+  for (int m = 1; m < h; m *= 2) ++depth;
+  const double g = reduce ? net.gamma(b) : 0;
+  const double hop = across_shared(net, b) + g, in = (k - 1) * (net.inside(b) + g);
+  return (reduce ? contract(net, a) : 0) + 2 * in + depth * hop + (slices - 1) * std::max(depth * hop, in);
+}
+}  // namespace
+double hierarchical_tree_broadcast_estimate(const PlanArgs& a, const LinkCosts& l) { return host_tree(a, l, false); }
+double hierarchical_tree_reduce_estimate(const PlanArgs& a, const LinkCosts& l) { return host_tree(a, l, true); }
+
 // Each host reports to its leader, the leaders disseminate, the leaders release.
 double hierarchical_barrier_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);

@@ -78,6 +78,8 @@ Plan hierarchical_reducescatter(const PlanArgs& args);
 Plan hierarchical_allgather(const PlanArgs& args);
 Plan hierarchical_broadcast(const PlanArgs& args);
 Plan hierarchical_reduce(const PlanArgs& args);
+Plan hierarchical_tree_broadcast(const PlanArgs& args);
+Plan hierarchical_tree_reduce(const PlanArgs& args);
 Plan hierarchical_barrier(const PlanArgs& args);
 bool hierarchical_offered(const PlanArgs& args);  // the group spans hosts
 // closed-form estimates (estimate.cpp), one per message algorithm:
@@ -111,6 +113,8 @@ double hierarchical_reducescatter_estimate(const PlanArgs& args, const LinkCosts
 double hierarchical_allgather_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_tree_broadcast_estimate(const PlanArgs& args, const LinkCosts& links);
+double hierarchical_tree_reduce_estimate(const PlanArgs& args, const LinkCosts& links);
 double hierarchical_barrier_estimate(const PlanArgs& args, const LinkCosts& links);
 // ---- end of generator declarations ----
 

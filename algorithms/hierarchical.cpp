@@ -28,6 +28,7 @@
 // where the group spans hosts, and prices them per link (cost_model.hpp).
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "algorithms/builder.hpp"
@@ -369,6 +370,84 @@ Plan hierarchical_reduce(const PlanArgs& args) {
     if (prev != root) {
       b.send(prev, root, piece, {prev_done});
       b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
+    }
+  });
+  return b.finish();
+}
+
+// Tree variants of Broadcast and Reduce: the same pieces, carried host to
+// host along a binomial tree over the hosts (relative to the root's) instead
+// of a chain: ceil(log2 H) crossings deep where the chain is H-1, at the
+// price of a host forwarding each piece to up to log2 H others. The choice
+// for many hosts and small or medium calls.
+namespace {
+// Calls visit(from, to) for every edge of the binomial tree over nh hosts
+// (relative indices, 0 the root's), in rounds: the root's largest subtree
+// first, so every host has received before it sends.
+template <class Visit>
+void host_tree_edges(int nh, Visit&& visit) {
+  int top = 1;
+  while (top < nh) top *= 2;
+  for (int m = top / 2; m >= 1; m /= 2)
+    for (int v = 0; v + m < nh; v += 2 * m) visit(v, v + m);
+}
+}  // namespace
+
+Plan hierarchical_tree_broadcast(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical_tree");
+  const Hosts hs = hosts_of(args);
+  const int nh = hs.count(), root = args.root;
+  const int home = hs.host[static_cast<std::size_t>(root)];
+  auto holder = [&](int v, int j) { return hs.member((home + v) % nh, j); };
+  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+    std::vector<int> has(static_cast<std::size_t>(nh), -1);  // per relative host: the piece's arrival at its holder
+    if (holder(0, j) != root) {
+      b.send(root, holder(0, j), piece);
+      has[0] = b.recv(holder(0, j), root, piece);
+    }
+    host_tree_edges(nh, [&](int from, int to) {
+      b.send(holder(from, j), holder(to, j), piece, {has[static_cast<std::size_t>(from)]});
+      has[static_cast<std::size_t>(to)] = b.recv(holder(to, j), holder(from, j), piece);
+    });
+    for (int v = 0; v < nh; ++v)
+      for (int r : hs.members[static_cast<std::size_t>((home + v) % nh)]) {
+        if (r == holder(v, j) || r == root) continue;
+        b.send(holder(v, j), r, piece, {has[static_cast<std::size_t>(v)]});
+        b.recv(r, holder(v, j), piece);
+      }
+  });
+  return b.finish();
+}
+
+Plan hierarchical_tree_reduce(const PlanArgs& args) {
+  PlanBuilder b(args, "hierarchical_tree");
+  const Hosts hs = hosts_of(args);
+  const int nh = hs.count(), root = args.root;
+  const int home = hs.host[static_cast<std::size_t>(root)];
+  auto holder = [&](int v, int j) { return hs.member((home + v) % nh, j); };
+  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+    std::vector<int> chain(static_cast<std::size_t>(nh), -1);  // per relative host: its holder's last reduction
+    int root_sent = -1;
+    for (int v = 0; v < nh; ++v)
+      for (int r : hs.members[static_cast<std::size_t>((home + v) % nh)]) {
+        if (r == holder(v, j)) continue;
+        const int sent = b.send(r, holder(v, j), piece);
+        if (r == root) root_sent = sent;
+        int& c = chain[static_cast<std::size_t>(v)];
+        c = b.recv_reduce(holder(v, j), r, piece, {c});
+      }
+    // Up the tree: the edges in reverse, so a host has heard its subtree first.
+    std::vector<std::pair<int, int>> edges;
+    host_tree_edges(nh, [&](int from, int to) { edges.emplace_back(from, to); });
+    for (auto it = edges.rbegin(); it != edges.rend(); ++it) {
+      const auto [parent, child] = *it;
+      b.send(holder(child, j), holder(parent, j), piece, {chain[static_cast<std::size_t>(child)]});
+      int& c = chain[static_cast<std::size_t>(parent)];
+      c = b.recv_reduce(holder(parent, j), holder(child, j), piece, {c});
+    }
+    if (holder(0, j) != root) {
+      b.send(holder(0, j), root, piece, {chain[0]});
+      b.recv(root, holder(0, j), piece, {root_sent});
     }
   });
   return b.finish();

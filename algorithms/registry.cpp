@@ -64,6 +64,8 @@ std::vector<Algorithm> build_list() {
       {"hierarchical", Collective::AllGather, hierarchical_allgather, nullptr, true, hierarchical_offered, hierarchical_allgather_estimate},
       {"hierarchical", Collective::Broadcast, hierarchical_broadcast, nullptr, true, hierarchical_offered, hierarchical_broadcast_estimate},
       {"hierarchical", Collective::Reduce, hierarchical_reduce, nullptr, true, hierarchical_offered, hierarchical_reduce_estimate},
+      {"hierarchical_tree", Collective::Broadcast, hierarchical_tree_broadcast, nullptr, true, hierarchical_offered, hierarchical_tree_broadcast_estimate},
+      {"hierarchical_tree", Collective::Reduce, hierarchical_tree_reduce, nullptr, true, hierarchical_offered, hierarchical_tree_reduce_estimate},
       {"hierarchical", Collective::Barrier, hierarchical_barrier, nullptr, true, hierarchical_offered, hierarchical_barrier_estimate},
       // ---- end of algorithm list ----
   };

@@ -68,7 +68,15 @@ for root in 0 3; do
   checked=$(grep -c "Out of bounds values : 0 OK" /tmp/$name.out)
   (( checked >= 9 )) || { echo "FAIL: $checked of braid-bench's collectives checked right (root $root)"; fail=1; }
 done
-echo "hierarchical broadcast, reduce, all_reduce, reduce_scatter, all_gather, barrier: right on a 3+1 grid"
+# And the variants for many hosts, which on two hosts move what hierarchical
+# does through their own code (halving-doubling and a tree over the hosts).
+BRAID_ALGO='allreduce:hierarchical_hd;broadcast:hierarchical_tree;reduce:hierarchical_tree' \
+  "$braidrun" --hosts "${name}1:3,${name}2:1" --agent "$cluster exec" --timeout 120 \
+  "$bench" all -b 4 -e 1M -f 64 -n 2 -w 1 -d all -r 3 > /tmp/$name.out 2>&1 ||
+  { echo "FAIL: hierarchical_hd and hierarchical_tree on a 3+1 grid"; cat /tmp/$name.out | tail -30; fail=1; }
+checked=$(grep -c "Out of bounds values : 0 OK" /tmp/$name.out)
+(( checked >= 9 )) || { echo "FAIL: $checked of braid-bench's collectives checked right (hierarchical_hd, hierarchical_tree)"; fail=1; }
+echo "hierarchical broadcast, reduce, all_reduce, reduce_scatter, all_gather, barrier, hierarchical_hd all_reduce, hierarchical_tree broadcast and reduce: right on a 3+1 grid"
 # Framing and TCP/IP headers add about 3% (1448 data bytes per 1514 on the wire).
 for h in "$auto1" "$auto2"; do
   (( h <= S * 105 / 100 )) || { echo "FAIL: a host sent more than 1.05 S per call across"; fail=1; }

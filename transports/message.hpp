@@ -68,6 +68,9 @@ struct Request {
   // transport's own state, keyed by these.
   bool queued = false;        // waiting in the transport's send queue
   std::uint64_t token = 0;    // the transport's id for it (rendezvous)
+  // A rendezvous cut into parts over several sockets (TCP's stripes): a
+  // send's DATA frames not yet written, a receive's bytes not yet arrived.
+  std::size_t left = 0;
 
   // --- the runtime's ---------------------------------------------------------
   bool is_async = false;
@@ -90,6 +93,7 @@ struct Request {
     prev = next = nullptr;
     posted = queued = is_async = false;
     token = 0;
+    left = 0;
     keepalive.reset();
     deadline = {};
     timeout = Millis(0);

@@ -48,7 +48,7 @@ void Connection::on_events(std::uint32_t events) {
   if (!closed_ && (events & EPOLLOUT)) flush();
 }
 
-void Connection::enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload) {
+void Connection::enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload, std::size_t offset) {
   if (qcount_ == q_.size()) {
     // Grow, keeping the ring's order (oldest first).
     std::vector<Outgoing> bigger;
@@ -58,7 +58,7 @@ void Connection::enqueue(Request* r, const wire::FrameHeader& h, std::size_t pay
     q_ = std::move(bigger);
     qhead_ = 0;
   }
-  at(qcount_) = Outgoing{r, h, payload, 0};
+  at(qcount_) = Outgoing{r, h, payload, offset, 0};
   ++qcount_;
   if (r) r->queued = true;
   // Write now, on the caller's thread, unless older frames are still waiting
@@ -104,7 +104,7 @@ void Connection::flush() {
   while (qcount_ > 0 && !closed_ && auth_ == Auth::Done) {
     Outgoing& o = front();
     const std::size_t total = kHeader + o.payload;
-    char* buf = o.r ? static_cast<char*>(o.r->buf) : nullptr;
+    char* buf = o.r ? static_cast<char*>(o.r->buf) + o.offset : nullptr;
     iovec iov[2];
     int cnt = 0;
     if (o.written < kHeader) {
@@ -128,7 +128,12 @@ void Connection::flush() {
     Request* r = o.r;
     const auto type = static_cast<wire::FrameType>(o.h.type);
     pop_front();
-    if (r) {
+    // The last DATA frame of a striped send completes it; the others only
+    // count down (the request stays queued on its other sockets).
+    if (r && type == wire::FrameType::Data && r->left > 1) {
+      --r->left;
+    } else if (r) {
+      r->left = 0;
       r->queued = false;
       frame_written(*r, type);
     }
@@ -165,8 +170,8 @@ void Connection::resume() {
 }
 
 void Connection::frame_written(Request& r, wire::FrameType type) {
-  // EAGER and DATA carried the payload: the send is done. After RTS the
-  // send waits for the CTS; after CTS the receive waits for DATA.
+  // EAGER and (the last) DATA carried the payload: the send is done. After
+  // RTS the send waits for the CTS; after CTS the receive waits for DATA.
   if (type == wire::FrameType::Eager || type == wire::FrameType::Data) t_.host().complete(r);
 }
 
@@ -323,9 +328,10 @@ void Connection::handle_header() {
     case wire::FrameType::Data: {
       Request* r = t_.on_data(h);
       remaining_ = static_cast<std::size_t>(h.bytes);
+      part_bytes_ = remaining_;
       if (r) {
         reading_req_ = r;
-        dst_ = static_cast<char*>(r->buf);
+        dst_ = static_cast<char*>(r->buf) + h.tag;  // on_data checked the part lies inside the message
         rstate_ = ReadState::Payload;
       } else {
         rstate_ = ReadState::Discard;
@@ -432,7 +438,7 @@ void Connection::payload_done() {
   if (auth_ != Auth::Done) return auth_payload();
   if (reading_req_) {
     Request* r = std::exchange(reading_req_, nullptr);
-    t_.host().complete(*r);
+    t_.data_arrived(*r, part_bytes_);
     return;
   }
   if (reading_unexp_) {

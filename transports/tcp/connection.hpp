@@ -32,9 +32,10 @@ class Connection final : public EventSource {
 
   void on_events(std::uint32_t events) override;
   // Appends a frame to the send queue and writes what the socket takes now:
-  // header h, then `payload` bytes of r's buffer. r is null for a control
-  // frame that belongs to no request; otherwise it is marked queued here.
-  void enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload);
+  // header h, then `payload` bytes of r's buffer from `offset` on. r is null
+  // for a control frame that belongs to no request; otherwise it is marked
+  // queued here.
+  void enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload, std::size_t offset = 0);
   // Closes the socket; requests queued here are left for the owner to fail.
   void close();
 
@@ -114,6 +115,7 @@ class Connection final : public EventSource {
     Request* r;              // null: a control frame of no request
     wire::FrameHeader h;
     std::size_t payload;     // bytes of r->buf after the header
+    std::size_t offset;      // where in r->buf they start (a part of a striped DATA)
     std::size_t written;     // of header + payload
   };
   // The queue is a ring over a vector that only grows, by doubling (so its
@@ -150,6 +152,7 @@ class Connection final : public EventSource {
   std::size_t hdr_got_ = 0;
   char* dst_ = nullptr;
   std::size_t remaining_ = 0;
+  std::size_t part_bytes_ = 0;  // the DATA frame being read: its payload's size
   Request* reading_req_ = nullptr;       // payload -> a posted receive
   Unexpected* reading_unexp_ = nullptr;  // payload -> an unexpected buffer
   std::unique_ptr<Unexpected> partial_;  // claimed while still arriving

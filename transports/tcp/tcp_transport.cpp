@@ -5,6 +5,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -18,6 +19,17 @@
 namespace braid {
 
 namespace {
+// Sockets a rank dials to each peer it sends to (BRAID_TCP_SOCKETS): one
+// carries every frame; where there are more, a large message's DATA is cut
+// into parts, one per socket, so that several streams fill a link one
+// cannot (several kernel threads work at once on them).
+int sockets_from_env() {
+  return static_cast<int>(env_integer("BRAID_TCP_SOCKETS", 1, 16, "a socket count from 1 to 16").value_or(1));
+}
+// Parts of a striped DATA are at least this long: a part costs a frame and
+// a wake-up at each end, small next to half a megabyte.
+constexpr std::size_t kMinPart = 512 * 1024;
+
 std::size_t eager_limit_from_env() {
   // 64 KiB: past it the extra round trip of the rendezvous costs less than
   // copying an unexpected message, and unexpected memory stays bounded.
@@ -27,8 +39,9 @@ std::size_t eager_limit_from_env() {
 }  // namespace
 
 TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
-    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()),
+    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()), sockets_(sockets_from_env()),
       out_(static_cast<std::size_t>(cfg.world_size), nullptr),
+      stripes_(static_cast<std::size_t>(cfg.world_size)), turn_(static_cast<std::size_t>(cfg.world_size), 0),
       incoming_(static_cast<std::size_t>(cfg.world_size), 0),
       bye_knew_(static_cast<std::size_t>(cfg.world_size), 0) {
   const std::string here = net::advertised_address(cfg.store_host);
@@ -46,44 +59,68 @@ bool TcpTransport::connected(int peer) const {
   return c && !c->closed();
 }
 
+int TcpTransport::sockets_to(int peer) const {
+  if (!connected(peer)) return 0;
+  int n = 1;
+  for (const Connection* c : stripes_[static_cast<std::size_t>(peer)]) n += c->closed() ? 0 : 1;
+  return n;
+}
+
 bool TcpTransport::watching(int peer) const { return incoming_[static_cast<std::size_t>(peer)] > 0; }
 
 bool TcpTransport::reaches(const PeerInfo&, std::string*) const { return true; }
 
 namespace {
-struct DialedSocket final : Dialed {
-  explicit DialedSocket(Fd f) : fd(std::move(f)) {}
+struct DialedSocket {
   Fd fd;
   wire::FrameHeader hello{};
   auth::Nonce nonce{};  // sent after HELLO where the job has a secret
 };
+// The sockets dialed to one peer: the first carries every frame, the others
+// (stripes) parts of large DATA. The acceptor tells them by nothing: it
+// reads every frame the peer's connections bring.
+struct DialedSockets final : Dialed {
+  std::vector<DialedSocket> sockets;
+};
 }  // namespace
 
 ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
-  Dialing d = dial_listener(peer, "listener", deadline);
-  if (d.failed) return std::move(*d.failed);
-  auto s = std::make_unique<DialedSocket>(std::move(d.fd));
-  s->hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
-                               secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
-                               static_cast<std::uint64_t>(cfg_.world_size));
+  auto all = std::make_unique<DialedSockets>();
   const std::string who = fmt::format("rank {}", peer.rank);
-  net::write_all(s->fd.get(), &s->hello, sizeof s->hello, deadline, who);
-  // The answer (AUTH) is read by the connection, not here: the peer may be
-  // dialing us at this moment, and neither would make progress to answer.
-  if (secret_) {
-    s->nonce = auth::fresh_nonce();
-    net::write_all(s->fd.get(), s->nonce.data(), s->nonce.size(), deadline, who);
+  for (int k = 0; k < sockets_; ++k) {
+    Dialing d = dial_listener(peer, "listener", deadline);
+    if (d.failed) {
+      if (k == 0) return std::move(*d.failed);
+      BRAID_WARN("tcp: rank {} took {} of the {} sockets asked for (BRAID_TCP_SOCKETS)", peer.rank, k, sockets_);
+      break;
+    }
+    DialedSocket& s = all->sockets.emplace_back();
+    s.fd = std::move(d.fd);
+    s.hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
+                                secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
+                                static_cast<std::uint64_t>(cfg_.world_size));
+    net::write_all(s.fd.get(), &s.hello, sizeof s.hello, deadline, who);
+    // The answer (AUTH) is read by the connection, not here: the peer may be
+    // dialing us at this moment, and neither would make progress to answer.
+    if (secret_) {
+      s.nonce = auth::fresh_nonce();
+      net::write_all(s.fd.get(), s.nonce.data(), s.nonce.size(), deadline, who);
+    }
+    net::set_nonblocking(s.fd.get());
   }
-  net::set_nonblocking(s->fd.get());
-  return ConnectResult::connected(std::move(s));
+  return ConnectResult::connected(std::move(all));
 }
 
 void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
-  auto& s = static_cast<DialedSocket&>(*d);
-  auto c = std::make_unique<Connection>(*this, std::move(s.fd), peer, true, next_conn_id_++);
-  if (secret_) c->await_auth(s.hello, s.nonce);
-  out_[static_cast<std::size_t>(peer)] = c.get();
-  conns_.push_back(std::move(c));
+  auto& all = static_cast<DialedSockets&>(*d);
+  for (std::size_t k = 0; k < all.sockets.size(); ++k) {
+    DialedSocket& s = all.sockets[k];
+    auto c = std::make_unique<Connection>(*this, std::move(s.fd), peer, true, next_conn_id_++);
+    if (secret_) c->await_auth(s.hello, s.nonce);
+    if (k == 0) out_[static_cast<std::size_t>(peer)] = c.get();
+    else stripes_[static_cast<std::size_t>(peer)].push_back(c.get());
+    conns_.push_back(std::move(c));
+  }
 }
 
 std::string TcpTransport::proof_label(bool acceptor, const wire::FrameHeader& hello) {
@@ -258,34 +295,69 @@ void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
     host_.complete(r, h.reserved == 1 ? rejected_send(r, Refusal{static_cast<std::uint8_t>(h.tag), h.bytes, h.ctx}) : nullptr);
     return;
   }
-  Connection* out = out_[static_cast<std::size_t>(r.peer)];
-  (out && !out->closed() ? *out : c)
-      .enqueue(&r, wire::make_header(wire::FrameType::Data, r.env.ctx, r.env.tag, r.bytes, r.token, h.id2), r.bytes);
+  const auto peer = static_cast<std::size_t>(r.peer);
+  Connection* out = out_[peer];
+  // The sockets to send the data over: the first, and its stripes while
+  // they are open. A message of at least two parts' worth is cut into parts
+  // (as many as there are sockets); messages take turns at the sockets they
+  // start on, so a stream of single-part messages (the plans' ~512 KiB
+  // chunks) spreads over them as well. Only DATA moves: every message is
+  // matched by its RTS on the first socket, in order.
+  std::vector<Connection*> ways{out && !out->closed() ? out : &c};
+  for (Connection* st : stripes_[peer])
+    if (!st->closed()) ways.push_back(st);
+  const std::size_t parts = std::clamp<std::size_t>(r.bytes / kMinPart, 1, ways.size());
+  const std::size_t first = turn_[peer]++ % ways.size();
+  const std::size_t base = r.bytes / parts, extra = r.bytes % parts;
+  r.left = parts;
+  parts_sent_ += parts;
+  for (std::size_t k = 0; k < parts; ++k) {
+    const std::size_t offset = k * base + std::min(k, extra), count = base + (k < extra ? 1 : 0);
+    ways[(first + k) % ways.size()]->enqueue(
+        &r, wire::make_header(wire::FrameType::Data, r.env.ctx, static_cast<std::int64_t>(offset), count, r.token, h.id2),
+        count, offset);
+  }
 }
 
 Request* TcpTransport::on_data(const wire::FrameHeader& h) {
   auto it = rdv_in_.find(h.id2);
   if (it == rdv_in_.end()) return nullptr;  // withdrawn: drain it
   Request* r = it->second;
-  rdv_in_.erase(it);
-  if (h.bytes != r->received) {
+  const auto offset = static_cast<std::uint64_t>(h.tag);
+  if (h.bytes == 0 || offset > r->received || h.bytes > r->received - offset ||
+      (r->left > 0 && h.bytes > r->left)) {
+    rdv_in_.erase(it);
+    divert_everywhere(*r);
     host_.complete(*r, std::make_exception_ptr(Error(
         ErrorCode::Transport,
-        fmt::format("rank {} sent {} bytes of data for a message announced as {} bytes", r->source,
-                    h.bytes, r->received),
+        fmt::format("rank {} sent {} bytes of data at offset {} for a message announced as {} bytes", r->source,
+                    h.bytes, offset, r->received),
         r->source)));
     return nullptr;
   }
+  if (r->left == 0) r->left = r->received;  // its first part
   return r;
+}
+
+void TcpTransport::data_arrived(Request& r, std::size_t bytes) {
+  r.left -= std::min(r.left, bytes);
+  if (r.left > 0) return;  // more parts on other sockets
+  rdv_in_.erase(r.token);
+  host_.complete(r);
+}
+
+void TcpTransport::divert_everywhere(Request& r) {
+  for (auto& c : conns_) c->divert(r);
 }
 
 bool TcpTransport::cancel(Request& r) {
   if (r.kind == Request::Kind::Send) {
     if (r.queued) {
-      for (auto& c : conns_) {
+      // Its frames may wait on several sockets (a striped DATA): none may
+      // be partly written, then all go.
+      for (auto& c : conns_)
         if (c->writing(r)) return false;  // partly written: the stream is no longer in step
-        if (c->unqueue(r)) break;
-      }
+      for (auto& c : conns_) c->unqueue(r);
     }
     rts_out_.erase(r.token);  // (or it waited for a CTS that never came)
     return true;
@@ -302,7 +374,9 @@ bool TcpTransport::cancel(Request& r) {
 void TcpTransport::fail_requests_of(Connection& c, const std::exception_ptr& e) {
   c.drain_queue([&](Request& r) { host_.complete(r, e); });
   if (Request* r = c.reading_request()) {
-    c.divert(*r);
+    // Other parts of it may be arriving on the peer's other sockets.
+    rdv_in_.erase(r->token);
+    divert_everywhere(*r);
     host_.complete(*r, e);
   }
 }
@@ -312,6 +386,7 @@ void TcpTransport::retire(Connection& c) {
   if (c.peer() >= 0 && !c.dialed()) incoming_[static_cast<std::size_t>(c.peer())]--;
   if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c)
     out_[static_cast<std::size_t>(c.peer())] = nullptr;
+  if (c.peer() >= 0 && c.dialed()) std::erase(stripes_[static_cast<std::size_t>(c.peer())], &c);
   // Announced messages from it can no longer be fetched: claim() finds no
   // live connection under their channel id.
   c.close();
@@ -324,9 +399,17 @@ void TcpTransport::retire(Connection& c) {
 }
 
 void TcpTransport::connection_broken(Connection& c, const std::string& why) {
+  const int peer = c.peer();
+  // An extra socket we dialed (BRAID_TCP_SOCKETS) with nothing queued says
+  // nothing of the peer: one that finished its work and exited before it
+  // read the socket's HELLO resets it. Only the first socket's end is news.
+  if (c.dialed() && peer >= 0 && out_[static_cast<std::size_t>(peer)] != &c && c.idle()) {
+    BRAID_INFO("tcp: an extra socket to rank {} ended ({}); the first one carries on", peer, why);
+    retire(c);
+    return;
+  }
   // The job aborts: every request, this connection's included, fails with the
   // one abort error (which names the root cause once it is known).
-  const int peer = c.peer();
   host_.peer_failed(peer, why);
   retire(c);
 }
@@ -339,11 +422,16 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
   // Only the peer's own (dialed) connection carries its messages to us; the
   // goodbye on ours can overtake data still arriving on theirs.
   if (c.dialed()) {
-    fail_requests_of(c, std::make_exception_ptr(Error(
+    // With it go the other sockets we dialed to it: a striped send has
+    // parts queued on them too, and fails whole.
+    const auto e = std::make_exception_ptr(Error(
         ErrorCode::PeerFailure,
-        fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", peer),
-        peer)));
-    retire(c);
+        fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", peer), peer));
+    std::vector<Connection*> ours;
+    for (auto& o : conns_)
+      if (o->dialed() && o->peer() == peer) ours.push_back(o.get());
+    for (Connection* o : ours) fail_requests_of(*o, e);
+    for (Connection* o : ours) retire(*o);
     return;
   }
   auto e = std::make_exception_ptr(Error(
@@ -351,7 +439,10 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
       fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer));
   fail_requests_of(c, e);
   retire(c);
-  host_.peer_left(peer);
+  // With several sockets from the peer (BRAID_TCP_SOCKETS) one may end
+  // before another has brought in all it carried: the peer has left once
+  // the last one has.
+  if (incoming_[static_cast<std::size_t>(peer)] == 0) host_.peer_left(peer);
 }
 
 void TcpTransport::drop_peer(int peer) {

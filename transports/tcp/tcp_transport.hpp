@@ -12,6 +12,14 @@
 // themselves (RTS) and stream into the posted receive buffer once matched
 // (CTS, then DATA): large messages are never copied through an intermediate
 // buffer and unexpected large messages cost no memory.
+//
+// With BRAID_TCP_SOCKETS=N a rank dials N sockets to each peer it sends to.
+// The first carries every frame but DATA as above. DATA goes over all of
+// them: a message of at least 2 x 512 KiB is cut into up to N parts, each
+// with its offset, one per socket (the receive completes when all its bytes
+// are in), and successive messages start on successive sockets. One stream
+// is one kernel path and, on a fast link, one CPU's copying: several fill
+// what one cannot.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +74,11 @@ class TcpTransport final : public Transport, private EventSource {
   void resume() override;
 
   std::size_t eager_limit() const { return eager_limit_; }
+  // Open sockets this rank dialed to `peer`, and accepted from it.
+  int sockets_to(int peer) const;
+  int accepted_from(int peer) const { return incoming_[static_cast<std::size_t>(peer)]; }
+  // DATA frames (whole messages or parts) written so far.
+  std::uint64_t parts_sent() const { return parts_sent_; }
 
  private:
   friend class Connection;
@@ -84,7 +97,12 @@ class TcpTransport final : public Transport, private EventSource {
   static std::string proof_label(bool acceptor, const wire::FrameHeader& hello);
   void on_rts(Connection& c, const wire::FrameHeader& h);
   void on_cts(Connection& c, const wire::FrameHeader& h);
+  // The receive a DATA frame (or a part of one) fills, or null to drain it.
   Request* on_data(const wire::FrameHeader& h);
+  // A part of r's data has arrived: r completes with its last.
+  void data_arrived(Request& r, std::size_t bytes);
+  // No connection writes into r any more (a part failed, or was cancelled).
+  void divert_everywhere(Request& r);
   void send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes,
                 const Refusal* refused = nullptr);
   Connection* live(std::uint64_t id) const;
@@ -103,7 +121,10 @@ class TcpTransport final : public Transport, private EventSource {
 
   std::vector<std::unique_ptr<Connection>> conns_;  // live
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
+  int sockets_;                   // dialed per peer (BRAID_TCP_SOCKETS)
   std::vector<Connection*> out_;  // the connection this rank dialed, per peer
+  std::vector<std::vector<Connection*>> stripes_;  // per peer, the other sockets dialed to it
+  std::vector<std::size_t> turn_;                   // per peer, the socket the next DATA starts on
   std::vector<int> incoming_;     // count of live accepted connections per peer
   std::uint32_t first_failed_ = 0;     // 1 + the first rank fail_peer was told of; our goodbye says it
   std::vector<std::uint64_t> bye_knew_;  // per peer, what its goodbye said (heard_goodbye)
@@ -111,6 +132,7 @@ class TcpTransport final : public Transport, private EventSource {
   std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting CTS
   std::unordered_map<std::uint64_t, Request*> rdv_in_;   // receives awaiting DATA
   std::uint64_t next_token_ = 1;
+  std::uint64_t parts_sent_ = 0;
   std::uint64_t next_conn_id_ = 1;
 };
 

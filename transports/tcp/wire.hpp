@@ -12,7 +12,10 @@
 //   CTS    "clear to send": id = sender's token, id2 = receiver's token, or
 //          id2 = 0 to tell the sender the receiver dropped the message
 //          (truncation error on the receiving side).
-//   DATA   payload of a rendezvous: id2 = receiver's token, `bytes` follow.
+//   DATA   payload of a rendezvous, or of one part of it: id2 = receiver's
+//          token, tag = the part's offset in the message, `bytes` follow.
+//          A large message's parts travel over several sockets (stripes,
+//          tcp_transport.hpp) and arrive in any order.
 //   BYE    the peer is shutting down cleanly; EOF after it is not a failure.
 // Where the job has a secret (src/common/auth.hpp), a connection opens with
 // a challenge-response before any other frame:

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# TCP with one socket per peer against several (BRAID_TCP_SOCKETS), side by
+# side in one sitting across emulated hosts (tools/cluster): every setting
+# runs each (collective, size) in turn, and the whole list repeats ROUNDS
+# times. Prints a markdown table: median time over the rounds [min-max] in
+# us and busbw (nccl-tests' definition), float32 sum, out of place, checked.
+# Where iperf3 exists it first measures the link with 1 and 4 streams.
+#
+#   bench/compare_sockets.sh BUILD      (root: namespaces)
+#   HOSTS=2 PER_HOST=1 RATE= (empty: unshaped; e.g. 4gbit) ROUNDS=3
+#   SOCKETS="1 2 4" COLLS="allreduce broadcast" SIZES="1M 4M 16M 64M"
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=$(cd "${1:?usage: compare_sockets.sh BUILD}" && pwd)
+hosts=${HOSTS:-2} per=${PER_HOST:-1} rate=${RATE-} rounds=${ROUNDS:-3}
+settings=${SOCKETS:-"1 2 4"}
+colls=${COLLS:-"allreduce broadcast"}
+sizes=${SIZES:-"1M 4M 16M 64M"}
+log_dir=${LOG_DIR:-$(mktemp -d /tmp/compare_sockets.XXXXXX)}
+mkdir -p "$log_dir"
+[[ $(id -u) == 0 ]] || { echo "compare_sockets.sh: needs root (tools/cluster)" >&2; exit 2; }
+cluster=$root/tools/cluster
+name=sck
+"$cluster" down --name $name >/dev/null 2>&1 || true
+"$cluster" up "$hosts" --name $name ${rate:+--rate "$rate"} >&2
+trap '"$cluster" down --name $name >/dev/null 2>&1' EXIT
+host_list=""
+for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done
+n=$((hosts * per))
+
+link="not measured (no iperf3)"
+if command -v iperf3 >/dev/null; then
+  link=""
+  for streams in 1 4; do
+    "$cluster" exec ${name}1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5
+    gbit=$("$cluster" exec ${name}2 iperf3 -c ${name}1 -t 3 -P $streams -f g 2>/dev/null |
+           awk '/receiver/ { v = $(NF-2) } END { print v }')
+    link+="${link:+, }${gbit:-?} Gbit/s with $streams stream(s)"
+  done
+fi
+
+bytes_of() { case $1 in *K) echo $(( ${1%K} << 10 ));; *M) echo $(( ${1%M} << 20 ));; *) echo "$1";; esac; }
+one() {  # sockets coll bytes -> "time_us wrong"
+  local k=$1 coll=$2 b=$3 log=$log_dir/s$1-$2-$3-r$round.txt iters="-n 20 -w 3"
+  (( b > 8388608 )) && iters="-n 5 -w 1"
+  BRAID_BACKEND=tcp BRAID_TCP_SOCKETS=$k "$build/tools/braidrun" --hosts "$host_list" --agent "$cluster exec" \
+    --timeout 600 "$build/bench/braid-bench" "$coll" -b "$b" -e "$b" $iters -c 1 >"$log" 2>&1 ||
+    { echo "compare_sockets.sh: $k sockets, $coll $b failed, see $log" >&2; exit 1; }
+  awk '/^ *[0-9]/ { print $6, $9; exit }' "$log"
+}
+echo "# compare_sockets.sh: $hosts hosts x $per, rate ${rate:-unshaped}, link $link, $rounds rounds; logs in $log_dir" >&2
+: >"$log_dir/times.txt"
+for round in $(seq 1 "$rounds"); do
+  for coll in $colls; do
+    for s in $sizes; do
+      b=$(bytes_of "$s")
+      for k in $settings; do
+        read -r t wrong < <(one "$k" "$coll" "$b")
+        [[ $wrong == 0 ]] || { echo "compare_sockets.sh: $k sockets $coll $b: #wrong=$wrong" >&2; exit 1; }
+        echo "$coll $k $b $t" >>"$log_dir/times.txt"
+      done
+    done
+  done
+  echo "# round $round done" >&2
+done
+stats() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'; }
+factor() { case $1 in allreduce) awk -v n=$n 'BEGIN { print 2 * (n - 1) / n }';; allgather|reducescatter) awk -v n=$n 'BEGIN { print (n - 1) / n }';; *) echo 1;; esac; }
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links, backend tcp; link: $link"
+for coll in $colls; do
+  f=$(factor "$coll")
+  echo; echo "### $coll, float32, out of place: median of $rounds rounds [min-max], us; busbw GB/s"; echo
+  header="| size |"; rule="|---:|"
+  for k in $settings; do header+=" $k socket(s) | busbw |"; rule+="---:|---:|"; done
+  echo "$header"; echo "$rule"
+  for s in $sizes; do
+    b=$(bytes_of "$s"); row="| $s |"
+    for k in $settings; do
+      read -r m lo hi < <(awk -v c=$coll -v k=$k -v b=$b '$1 == c && $2 == k && $3 == b { print $4 }' "$log_dir/times.txt" | stats)
+      row+=$(awk -v m=$m -v lo=$lo -v hi=$hi -v b=$b -v f=$f 'BEGIN { printf " %.1f [%.4g-%.4g] | %.3f |", m, lo, hi, b / 1e3 / m * f }')
+    done
+    echo "$row"
+  done
+done

@@ -126,6 +126,18 @@ std::vector<int> hosts_to_build(const PlanBuilder& b, const Hosts& hs) {
   return every_host(hs);
 }
 
+// The hosts as a rooted call sees them: host v counted on from the root's
+// (v = 0), and the rank there that carries piece j.
+struct FromRoot {
+  explicit FromRoot(const PlanArgs& a)
+      : hs(hosts_of(a)), nh(hs.count()), root(a.root), home(hs.host[static_cast<std::size_t>(a.root)]) {}
+  int host(int v) const { return (home + v) % nh; }
+  int holder(int v, int j) const { return hs.member(host(v), j); }
+  const std::vector<int>& members(int v) const { return hs.members[static_cast<std::size_t>(host(v))]; }
+  Hosts hs;
+  int nh, root, home;
+};
+
 }  // namespace
 
 namespace {
@@ -315,20 +327,18 @@ Plan hierarchical_allgather(const PlanArgs& args) {
 // Each host receives the data across once and forwards it once.
 Plan hierarchical_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
-  const Hosts hs = hosts_of(args);
-  const int nh = hs.count(), root = args.root;
-  const int home = hs.host[static_cast<std::size_t>(root)];
-  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+  const FromRoot fr(args);
+  const int root = fr.root;
+  for_each_piece(args, fr.hs.size(fr.home), [&](Span piece, int j) {
     int prev = root, has = -1;  // the piece's holder so far, and its arrival step there
-    for (int step = 0; step < nh; ++step) {
-      const int h = (home + step) % nh;
-      const int holder = hs.member(h, j);
+    for (int step = 0; step < fr.nh; ++step) {
+      const int holder = fr.holder(step, j);
       if (holder != prev) {
         b.send(prev, holder, piece, {has});
         has = b.recv(holder, prev, piece);
       }
       prev = holder;
-      for (int r : hs.members[static_cast<std::size_t>(h)]) {
+      for (int r : fr.members(step)) {
         if (r == holder || r == root) continue;
         b.send(holder, r, piece, {has});
         b.recv(r, holder, piece);
@@ -344,17 +354,15 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
 // host adding its own; the root's host then gathers the pieces to the root.
 Plan hierarchical_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
-  const Hosts hs = hosts_of(args);
-  const int n = args.nranks, nh = hs.count(), root = args.root;
-  const int home = hs.host[static_cast<std::size_t>(root)];
-  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
-    std::vector<int> sent_in(static_cast<std::size_t>(n), -1);
+  const FromRoot fr(args);
+  const int root = fr.root;
+  for_each_piece(args, fr.hs.size(fr.home), [&](Span piece, int j) {
+    std::vector<int> sent_in(static_cast<std::size_t>(args.nranks), -1);
     int prev = -1, prev_done = -1;  // the chain's holder on the host before, and its last write
-    for (int step = 1; step <= nh; ++step) {
-      const int h = (home + step) % nh;  // the root's host comes last
-      const int holder = hs.member(h, j);
+    for (int step = 1; step <= fr.nh; ++step) {  // the root's host (step nh) comes last
+      const int holder = fr.holder(step, j);
       int chain = -1;
-      for (int r : hs.members[static_cast<std::size_t>(h)]) {
+      for (int r : fr.members(step)) {
         if (r == holder) continue;
         sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, piece);
         chain = b.recv_reduce(holder, r, piece, {chain});
@@ -395,11 +403,10 @@ void host_tree_edges(int nh, Visit&& visit) {
 
 Plan hierarchical_tree_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical_tree");
-  const Hosts hs = hosts_of(args);
-  const int nh = hs.count(), root = args.root;
-  const int home = hs.host[static_cast<std::size_t>(root)];
-  auto holder = [&](int v, int j) { return hs.member((home + v) % nh, j); };
-  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+  const FromRoot fr(args);
+  const int nh = fr.nh, root = fr.root;
+  auto holder = [&](int v, int j) { return fr.holder(v, j); };
+  for_each_piece(args, fr.hs.size(fr.home), [&](Span piece, int j) {
     std::vector<int> has(static_cast<std::size_t>(nh), -1);  // per relative host: the piece's arrival at its holder
     if (holder(0, j) != root) {
       b.send(root, holder(0, j), piece);
@@ -410,7 +417,7 @@ Plan hierarchical_tree_broadcast(const PlanArgs& args) {
       has[static_cast<std::size_t>(to)] = b.recv(holder(to, j), holder(from, j), piece);
     });
     for (int v = 0; v < nh; ++v)
-      for (int r : hs.members[static_cast<std::size_t>((home + v) % nh)]) {
+      for (int r : fr.members(v)) {
         if (r == holder(v, j) || r == root) continue;
         b.send(holder(v, j), r, piece, {has[static_cast<std::size_t>(v)]});
         b.recv(r, holder(v, j), piece);
@@ -421,15 +428,14 @@ Plan hierarchical_tree_broadcast(const PlanArgs& args) {
 
 Plan hierarchical_tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical_tree");
-  const Hosts hs = hosts_of(args);
-  const int nh = hs.count(), root = args.root;
-  const int home = hs.host[static_cast<std::size_t>(root)];
-  auto holder = [&](int v, int j) { return hs.member((home + v) % nh, j); };
-  for_each_piece(args, hs.size(home), [&](Span piece, int j) {
+  const FromRoot fr(args);
+  const int nh = fr.nh, root = fr.root;
+  auto holder = [&](int v, int j) { return fr.holder(v, j); };
+  for_each_piece(args, fr.hs.size(fr.home), [&](Span piece, int j) {
     std::vector<int> chain(static_cast<std::size_t>(nh), -1);  // per relative host: its holder's last reduction
     int root_sent = -1;
     for (int v = 0; v < nh; ++v)
-      for (int r : hs.members[static_cast<std::size_t>((home + v) % nh)]) {
+      for (int r : fr.members(v)) {
         if (r == holder(v, j)) continue;
         const int sent = b.send(r, holder(v, j), piece);
         if (r == root) root_sent = sent;

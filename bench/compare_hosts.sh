@@ -34,14 +34,9 @@ for b in "$build" ${before:+"$before"}; do
   [[ -x $b/bench/braid-bench && -x $b/tools/braidrun ]] || { echo "compare_hosts.sh: $b lacks braid-bench or braidrun" >&2; exit 2; }
 done
 
-cluster=$root/tools/cluster
+source "$here/cluster_bench.sh"
 name=cmp
-"$cluster" down --name $name >/dev/null 2>&1 || true
-"$cluster" up "$hosts" --name $name ${rate:+--rate "$rate"} >&2
-trap '"$cluster" down --name $name >/dev/null 2>&1' EXIT
-host_list=""
-for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done
-n=$((hosts * per))
+cluster_start $name "$hosts" "$per" "$rate"
 
 impls="braid"
 [[ -n $before ]] && impls+=" before"
@@ -65,11 +60,6 @@ if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
   link="${gbit:-?} Gbit/s (iperf3, one stream, ${name}2 to ${name}1)"
 fi
 
-bytes_of() {
-  case $1 in
-    *K) echo $(( ${1%K} << 10 ));; *M) echo $(( ${1%M} << 20 ));; *) echo "$1";;
-  esac
-}
 iters_for() {
   local b=$1
   if (( b <= 32768 )); then echo "-n 200 -w 20"; elif (( b <= 2097152 )); then echo "-n 20 -w 3"; else echo "-n 5 -w 1"; fi
@@ -104,17 +94,9 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-stats() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'; }
-busbw_factor() {  # nccl-tests: busbw = algbw * factor
-  case $1 in
-    allreduce) awk -v n=$n 'BEGIN { print 2 * (n - 1) / n }' ;;
-    allgather|reducescatter) awk -v n=$n 'BEGIN { print (n - 1) / n }' ;;
-    *) echo 1 ;;
-  esac
-}
 echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link"
 for coll in $colls; do
-  f=$(busbw_factor "$coll")
+  f=$(busbw_factor "$coll" $n)
   echo; echo "### $coll, float32, out of place: median of $rounds rounds [min-max], us; busbw GB/s"; echo
   header="| size |"; rule="|---:|"
   for impl in $impls; do header+=" $impl time | $impl busbw |"; rule+="---:|---:|"; done

@@ -20,14 +20,9 @@ sizes=${SIZES:-"1M 4M 16M 64M"}
 log_dir=${LOG_DIR:-$(mktemp -d /tmp/compare_sockets.XXXXXX)}
 mkdir -p "$log_dir"
 [[ $(id -u) == 0 ]] || { echo "compare_sockets.sh: needs root (tools/cluster)" >&2; exit 2; }
-cluster=$root/tools/cluster
+source "$here/cluster_bench.sh"
 name=sck
-"$cluster" down --name $name >/dev/null 2>&1 || true
-"$cluster" up "$hosts" --name $name ${rate:+--rate "$rate"} >&2
-trap '"$cluster" down --name $name >/dev/null 2>&1' EXIT
-host_list=""
-for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done
-n=$((hosts * per))
+cluster_start $name "$hosts" "$per" "$rate"
 
 link="not measured (no iperf3)"
 if command -v iperf3 >/dev/null; then
@@ -40,7 +35,6 @@ if command -v iperf3 >/dev/null; then
   done
 fi
 
-bytes_of() { case $1 in *K) echo $(( ${1%K} << 10 ));; *M) echo $(( ${1%M} << 20 ));; *) echo "$1";; esac; }
 one() {  # sockets coll bytes -> "time_us wrong"
   local k=$1 coll=$2 b=$3 log=$log_dir/s$1-$2-$3-r$round.txt iters="-n 20 -w 3"
   (( b > 8388608 )) && iters="-n 5 -w 1"
@@ -64,11 +58,9 @@ for round in $(seq 1 "$rounds"); do
   done
   echo "# round $round done" >&2
 done
-stats() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'; }
-factor() { case $1 in allreduce) awk -v n=$n 'BEGIN { print 2 * (n - 1) / n }';; allgather|reducescatter) awk -v n=$n 'BEGIN { print (n - 1) / n }';; *) echo 1;; esac; }
 echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links, backend tcp; link: $link"
 for coll in $colls; do
-  f=$(factor "$coll")
+  f=$(busbw_factor "$coll" $n)
   echo; echo "### $coll, float32, out of place: median of $rounds rounds [min-max], us; busbw GB/s"; echo
   header="| size |"; rule="|---:|"
   for k in $settings; do header+=" $k socket(s) | busbw |"; rule+="---:|---:|"; done

@@ -1,0 +1,37 @@
+# Shared by the benchmarks that run across emulated hosts (compare_hosts.sh,
+# compare_sockets.sh); sourced, not run.
+#
+#   cluster_start NAME HOSTS PER RATE  brings up tools/cluster (RATE empty:
+#                                      unshaped), tears it down at exit; sets
+#                                      $cluster, $host_list ("NAME1:PER,...")
+#                                      and $n (the ranks)
+#   bytes_of SIZE                      8, 1K, 64M -> bytes
+#   stats                              numbers on stdin -> "median min max"
+#   busbw_factor COLL N                nccl-tests' busbw / algbw for COLL on N ranks
+
+cluster_start() {
+  local name=$1 hosts=$2 per=$3 rate=$4 i
+  cluster=$root/tools/cluster
+  "$cluster" down --name "$name" >/dev/null 2>&1 || true
+  "$cluster" up "$hosts" --name "$name" ${rate:+--rate "$rate"} >&2
+  trap '"$cluster" down --name '"$name"' >/dev/null 2>&1' EXIT
+  host_list=""
+  for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done
+  n=$((hosts * per))
+}
+
+bytes_of() {
+  case $1 in
+    *K) echo $(( ${1%K} << 10 ));; *M) echo $(( ${1%M} << 20 ));; *) echo "$1";;
+  esac
+}
+
+stats() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[1], v[NR] }'; }
+
+busbw_factor() {
+  case $1 in
+    allreduce) awk -v n="$2" 'BEGIN { print 2 * (n - 1) / n }' ;;
+    allgather|reducescatter) awk -v n="$2" 'BEGIN { print (n - 1) / n }' ;;
+    *) echo 1 ;;
+  esac
+}

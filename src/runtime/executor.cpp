@@ -518,7 +518,12 @@ struct Runner {
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
         if (!call.deadline.expired()) {
-          position.maybe(e);
+          position.maybe(e, [&] {
+            std::vector<int> awaits;
+            for (Request* r : inflight_reqs)
+              if (!r->done.load()) awaits.push_back(r->peer);
+            return awaits;
+          });
           if (window) look_at_peers();
           gave_up.maybe(e);
           continue;

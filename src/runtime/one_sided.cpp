@@ -289,7 +289,7 @@ struct OneSidedRunner {
       if (onesided::Failure f; w.ledger().peer_failed(q, &f)) gave_up(q, f);
       if (w.peer_gone(q)) e.peer_gone(w.world_rank(q), "its process is gone (exited or killed)", call.group->id);
       e.check_group(call.group->id);
-      position.maybe(e);
+      position.maybe(e, [&] { return std::vector<int>{w.world_rank(q)}; });
       if (call.deadline.expired())
         throw Error(ErrorCode::Timeout,
                     fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
@@ -652,7 +652,11 @@ struct OneSidedRunner {
         }
       }
       e.check_group(call.group->id);
-      position.maybe(e);
+      position.maybe(e, [&] {
+        std::vector<int> awaits;
+        for (const Pending& p : pending) awaits.push_back(w.world_rank(p.peer));
+        return awaits;
+      });
       gave_up_watch.maybe(e);
       if (call.deadline.expired()) timed_out();
       if (w.sleep([&] { return reap(); }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1)))

@@ -12,14 +12,21 @@
 
 namespace braid {
 
+namespace {
+constexpr std::size_t kMaxAwaits = 16;  // ranks a position names at most
+}  // namespace
+
 std::uint64_t call_number(const ExecCall& c) { return c.seq + c.ticket + 1; }
 
 std::string position_key(std::uint32_t group_id, int group_rank) {
   return fmt::format("pos/{}/{}", group_id, group_rank);
 }
 
-std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes) {
-  return fmt::format("{} {} {}", call, bytes, what);
+std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes,
+                           const std::vector<int>& awaits) {
+  std::string v = fmt::format("{} {} {}", call, bytes, what);
+  for (std::size_t i = 0; i < awaits.size() && i < kMaxAwaits; ++i) v += fmt::format("{}{}", i ? ',' : ' ', awaits[i]);
+  return v;
 }
 
 std::optional<Position> parse_position(const std::string& v, int rank) {
@@ -28,11 +35,58 @@ std::optional<Position> parse_position(const std::string& v, int rank) {
   if (b == std::string::npos) return std::nullopt;
   const auto call = decimal(std::string_view(v).substr(0, a), 19);
   const auto bytes = decimal(std::string_view(v).substr(a + 1, b - a - 1), 19);
-  std::string what = v.substr(b + 1, 64);
+  const auto c = v.find(' ', b + 1);
+  std::string what = v.substr(b + 1, c == std::string::npos ? 64 : std::min<std::size_t>(c - b - 1, 64));
   if (!call || !bytes || what.empty() ||
       !std::all_of(what.begin(), what.end(), [](char ch) { return ch == '_' || ch == '(' || ch == ')' || (ch >= 'a' && ch <= 'z'); }))
     return std::nullopt;
-  return Position{rank, *call, std::move(what), *bytes};
+  Position p{rank, *call, std::move(what), *bytes, {}};
+  if (c != std::string::npos) {  // the awaited ranks: "r,r,..."
+    std::string_view list = std::string_view(v).substr(c + 1);
+    while (!list.empty() && p.awaits.size() < kMaxAwaits) {
+      const auto comma = list.find(',');
+      const auto r = decimal(list.substr(0, comma), 9);
+      if (!r) return std::nullopt;
+      p.awaits.push_back(static_cast<int>(*r));
+      if (comma == std::string_view::npos) break;
+      list.remove_prefix(comma + 1);
+    }
+  }
+  return p;
+}
+
+int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, int me,
+                 const std::vector<int>& host_of_global, int my_host) {
+  auto position_of = [&](int r) -> const Position* {
+    for (const auto& p : ps)
+      if (p.rank == r) return &p;
+    return nullptr;
+  };
+  auto host = [&](int r) {
+    return r >= 0 && static_cast<std::size_t>(r) < host_of_global.size() ? host_of_global[static_cast<std::size_t>(r)] : -1;
+  };
+  std::vector<int> chain;
+  int cur = start;
+  for (;;) {
+    chain.push_back(cur);
+    const Position* p = position_of(cur);
+    if (!p || p->call != top || p->awaits.empty()) return cur;  // waits on nobody we know of
+    int next = -1;
+    for (int q : p->awaits)
+      if (q != cur && q != me) {
+        next = q;
+        break;
+      }
+    if (next < 0) return cur;  // it waits on us only: it is where the chain ends
+    if (std::find(chain.begin(), chain.end(), next) != chain.end()) {
+      // A loop: name its rank on another host, where there is one.
+      const auto from = std::find(chain.begin(), chain.end(), next);
+      for (auto it = from; it != chain.end(); ++it)
+        if (my_host >= 0 && host(*it) >= 0 && host(*it) != my_host) return *it;
+      return -1;
+    }
+    cur = next;
+  }
 }
 
 std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, const std::vector<int>& ranks) {
@@ -102,13 +156,14 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
   return out;
 }
 
-void PositionPublisher::publish(Engine& e) {
+void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
   done_ = true;
   store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
     const auto& g = *call_.group;
     const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
-    e.store().set(position_key(g.id, g.my_rank), store::to_bytes(position_value(call_number(call_), call_.what, bytes)));
+    e.store().set(position_key(g.id, g.my_rank),
+                  store::to_bytes(position_value(call_number(call_), call_.what, bytes, awaits)));
   } catch (const Error&) {  // the store is gone: the failure log says the rest
   }
 }
@@ -117,7 +172,7 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
   *behind = -1;
   store::CallCap cap(Deadline::after(kStoreCallLimit));  // all of it: publish and read
   try {
-    PositionPublisher(c).publish(e);
+    PositionPublisher(c).publish(e, waited_for);
     const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
     // Among the ranks behind, a stopped one (this host) is the likeliest
     // cause, then one this call waited on.
@@ -127,7 +182,22 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
     for (const auto& p : ps)
       if (p.call < top && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
-    return fmt::format(" (where each rank is: {})", describe_positions(ps, behind, prefer));
+    std::string where = describe_positions(ps, behind, prefer);
+    // All in one call: the rank this one waited on may itself wait on the
+    // cause (a host-mate waiting across a cut link, or on a stopped rank).
+    if (*behind < 0 && !waited_for.empty()) {
+      const auto& g = *c.group;
+      std::vector<int> host_of(static_cast<std::size_t>(e.world_size()), -1);
+      for (std::size_t q = 0; q < g.ranks.size() && q < g.host_of.size(); ++q)
+        host_of[static_cast<std::size_t>(g.ranks[q])] = g.host_of[q];
+      const int mine = static_cast<std::size_t>(g.my_rank) < g.host_of.size() ? g.host_of[static_cast<std::size_t>(g.my_rank)] : -1;
+      const int end = follow_waits(ps, top, waited_for.front(), e.rank(), host_of, mine);
+      if (end >= 0 && end != waited_for.front()) {
+        *behind = end;
+        where += fmt::format("; rank {} waits in turn on rank {}", waited_for.front(), end);
+      }
+    }
+    return fmt::format(" (where each rank is: {})", where);
   } catch (const Error& x) {
     // The store is frozen or gone: with it, most likely its host.
     if (x.code() != ErrorCode::Timeout && x.code() != ErrorCode::Store) return {};

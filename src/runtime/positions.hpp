@@ -10,6 +10,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,13 +41,16 @@ class PositionPublisher {
   // No clock is read until the call first waits (maybe()): a call that
   // never does pays nothing.
   explicit PositionPublisher(const ExecCall& c) : call_(c) {}
-  void maybe(Engine& e) {
+  // `awaits()`: the global ranks the call waits on now, published with the
+  // position so that a rank that times out can follow who waits on whom.
+  template <class Awaits>
+  void maybe(Engine& e, Awaits&& awaits) {
     if (done_) return;
     const auto now = Clock::now();
     if (start_ == Clock::time_point{}) start_ = now;
-    else if (now - start_ >= kPublishAfter) publish(e);
+    else if (now - start_ >= kPublishAfter) publish(e, awaits());
   }
-  void publish(Engine& e);
+  void publish(Engine& e, const std::vector<int>& awaits);
 
  private:
   const ExecCall& call_;
@@ -60,9 +64,13 @@ struct Position {
   std::uint64_t call = 0;    // 0: never seen waiting in a call of this group
   std::string what;          // the op, as its error messages name it
   std::uint64_t bytes = 0;
+  std::vector<int> awaits;   // global ranks it waited on when it published
 };
 std::string position_key(std::uint32_t group_id, int group_rank);
-std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes);
+// "<call> <bytes> <what>[ <rank>,<rank>...]": the last field, the ranks it
+// waits on, where it knows them.
+std::string position_value(std::uint64_t call, const std::string& what, std::uint64_t bytes,
+                           const std::vector<int>& awaits = {});
 // Parsed strictly (anyone who reaches the store could have written it);
 // nullopt when malformed.
 std::optional<Position> parse_position(const std::string& v, int rank);
@@ -77,6 +85,16 @@ std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, c
 // never seen, or seen long ago, may have passed every call since without
 // waiting, or be stuck.
 std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer = {});
+// Where every rank is in the same call, none is behind: the one to name is
+// at the end of who waits on whom. From `start` (a rank this one waited
+// on), follows each rank's published awaits while it is in call `top`; a
+// rank that waits on nobody known, or is not in that call, ends the chain
+// and is returned. A chain that comes back on itself (two ranks that wait
+// on each other across a cut link, or a stopped rank's stale awaits) names
+// the rank of the loop on another host than `my_host` where there is one,
+// else -1. host_of maps a global rank to its host (empty: unknown).
+int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, int me,
+                 const std::vector<int>& host_of_global, int my_host);
 
 // For a call that timed out: publishes its own position, reads the others'
 // and returns " (positions: ...)", naming in *behind the rank furthest

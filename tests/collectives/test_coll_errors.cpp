@@ -260,6 +260,41 @@ TEST_CASE("a timeout's diagnosis prefers the rank it waited on among those furth
 // are in broadcast, at the same byte size. Every message carries its call's
 // fingerprint, so the wrong call's data is refused, never reduced or kept,
 // and every rank's error names a differing rank and both collectives.
+TEST_CASE("all in one call, a timeout follows who waits on whom to the end of the chain", "[collectives][errors]") {
+  // Positions carry the ranks each waited on, and parse back.
+  const auto p = braid::parse_position(braid::position_value(9, "all_reduce", 64, {3, 5}), 2);
+  REQUIRE(p.has_value());
+  CHECK(p->call == 9);
+  CHECK(p->what == "all_reduce");
+  CHECK(p->awaits == std::vector<int>{3, 5});
+  CHECK(braid::parse_position("9 64 all_reduce", 2)->awaits.empty());
+  CHECK_FALSE(braid::parse_position("9 64 all_reduce 3,x", 2).has_value());  // malformed: not trusted
+  // Hosts: ranks 0, 1 on host 0; 2, 3 on host 1. Rank 0 waited on its
+  // host-mate 1, which waits on 2 across; 2 waits on nobody it knows of
+  // (stopped): the chain ends at 2.
+  const std::vector<int> host_of = {0, 0, 1, 1};
+  std::vector<braid::Position> ps(4);
+  for (int r = 0; r < 4; ++r) ps[static_cast<std::size_t>(r)] = braid::Position{r, 7, "all_reduce", 4, {}};
+  ps[1].awaits = {2};
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 2);
+  // 2 last seen in an earlier call ends the chain there too.
+  ps[2].call = 6;
+  ps[2].awaits = {3};
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 2);
+  // A cut link: 1 and 2 wait on each other across it. From host 0 the rank
+  // across (2) is named; from host 1 (rank 3 waited on 2), the rank across (1).
+  ps[2].call = 7;
+  ps[2].awaits = {1};
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 2);
+  CHECK(braid::follow_waits(ps, 7, 2, 3, host_of, 1) == 1);
+  // A loop inside one host: nobody to prefer.
+  const std::vector<int> one_host = {0, 0, 0, 0};
+  CHECK(braid::follow_waits(ps, 7, 1, 0, one_host, 0) == -1);
+  // A rank that waits only on the asking rank ends the chain at itself.
+  ps[1].awaits = {0};
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 1);
+}
+
 TEST_CASE("ranks in different collectives get errors naming both", "[collectives][errors]") {
   for (int n : {2, 3}) {
     for (std::size_t count : {std::size_t{4}, std::size_t{1} << 16}) {

@@ -7,6 +7,7 @@
 #include "src/common/errors.hpp"
 #include "src/runtime/context.hpp"
 #include "src/runtime/executor.hpp"
+#include "src/runtime/positions.hpp"
 #include "src/device/device_staging.hpp"
 #include "src/runtime/work_state.hpp"
 
@@ -82,12 +83,19 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
   return Deadline::after(r.timeout);
 }
 
-// Engine::wait, with blame_leaver on its error.
-void wait_blaming_leaver(Engine& e, Request& r, Deadline d, std::uint32_t group_id, const char* what) {
+// Engine::wait, with blame_leaver on its error. An op still waiting after
+// PositionPublisher::kPublishAfter says so on its group (hang diagnosis,
+// positions.hpp): a peer that times out in a collective waiting on this rank
+// then learns whom this rank waits on.
+void wait_blaming_leaver(Engine& e, Request& r, Deadline d, const detail::GroupImpl& g, const char* what) {
   try {
+    Request* rp = &r;
+    const Deadline first{std::min(d.at, Clock::now() + PositionPublisher::kPublishAfter)};
+    if (!e.wait_any(&rp, 1, first, r.peer) && !d.expired())
+      publish_position(e, g, next_call_number(g), what, r.bytes, {r.peer});
     e.wait(r, d);
   } catch (const Error&) {
-    std::rethrow_exception(blame_leaver(e, group_id, std::current_exception(), what));
+    std::rethrow_exception(blame_leaver(e, g.id, std::current_exception(), what));
   }
 }
 
@@ -126,7 +134,7 @@ Work send(const Tensor& t_arg, int dst, const OpOptions& o) {
   staging.wait_inputs(d);
   Engine& e = *op_context(o).engine;
   e.post_send(r, d);
-  wait_blaming_leaver(e, r, d, op_group(o, "send").id, "send");
+  wait_blaming_leaver(e, r, d, op_group(o, "send"), "send");
   return Work();
 }
 
@@ -138,7 +146,7 @@ int recv(const Tensor& t_arg, int src, const OpOptions& o) {
   r.deadline = d;
   Engine& e = *op_context(o).engine;
   e.post_recv(r);
-  wait_blaming_leaver(e, r, d, op_group(o, "recv").id, "recv");
+  wait_blaming_leaver(e, r, d, op_group(o, "recv"), "recv");
   staging.end(r.received);  // what arrived goes to the device, in stream order
   return r.source;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include <fmt/core.h>
 
@@ -110,17 +111,19 @@ std::string size_text(std::uint64_t b) {
 }  // namespace
 
 std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer) {
-  // Ranks by the call they were last seen in, the furthest behind first.
-  std::map<std::uint64_t, std::vector<const Position*>> by_call;
-  for (const auto& p : ps) by_call[p.call].push_back(&p);
+  // Ranks by the call they were last seen in, the furthest behind first
+  // (and by what they were doing there: a point-to-point op waits under
+  // the number of the call after it).
+  std::map<std::pair<std::uint64_t, std::string>, std::vector<const Position*>> by_call;
+  for (const auto& p : ps) by_call[{p.call, p.call ? p.what : std::string()}].push_back(&p);
   *behind = -1;
-  if (by_call.size() > 1) {
+  if (!by_call.empty() && by_call.begin()->first.first != by_call.rbegin()->first.first) {
     // A rank is behind when it was last seen in an earlier call than the
     // latest, or never: a rank publishes only when it waits, so one that
     // did not wait in the latest call may be ahead or stuck before it, and
     // the caller's hints (a stopped process, a rank it waited on) decide
     // among all of them; without a hint, the first of those seen least.
-    const std::uint64_t top = by_call.rbegin()->first;
+    const std::uint64_t top = by_call.rbegin()->first.first;
     *behind = by_call.begin()->second.front()->rank;
     bool hinted = false;
     for (int q : prefer) {
@@ -140,11 +143,11 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
     const bool one = ranks.size() == 1;
     const std::string who = fmt::format("rank{} {}", one ? "" : "s", rank_list(ranks));
     std::string part;
-    if (it->first == 0) {
+    if (it->first.first == 0) {
       part = fmt::format("{} {} not been seen waiting in a call of this group", who, one ? "has" : "have");
     } else {
       const Position& p = *it->second.front();
-      const bool last = std::next(it) == by_call.end();
+      const bool last = it->first.first == by_call.rbegin()->first.first;
       // The last call is where the waiting ranks are now; a rank last seen
       // in an earlier one may still be in it, or stuck (or stopped) since.
       part = last ? fmt::format("{} wait{} in {} #{} ({})", who, one ? "s" : "", p.what, p.call, size_text(p.bytes))
@@ -156,16 +159,23 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
   return out;
 }
 
-void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
-  done_ = true;
+void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+                      std::uint64_t bytes, const std::vector<int>& awaits) {
   store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
-    const auto& g = *call_.group;
-    const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
-    e.store().set(position_key(g.id, g.my_rank),
-                  store::to_bytes(position_value(call_number(call_), call_.what, bytes, awaits)));
+    e.store().set(position_key(g.id, g.my_rank), store::to_bytes(position_value(call, what, bytes, awaits)));
   } catch (const Error&) {  // the store is gone: the failure log says the rest
   }
+}
+
+std::uint64_t next_call_number(const detail::GroupImpl& g) {
+  return g.collective_seq.load(std::memory_order_relaxed) + g.one_sided_issued.load(std::memory_order_relaxed) + 1;
+}
+
+void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
+  done_ = true;
+  const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
+  publish_position(e, *call_.group, call_number(call_), call_.what, bytes, awaits);
 }
 
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {
@@ -183,9 +193,11 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
       if (p.call < top && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
     std::string where = describe_positions(ps, behind, prefer);
-    // All in one call: the rank this one waited on may itself wait on the
-    // cause (a host-mate waiting across a cut link, or on a stopped rank).
-    if (*behind < 0 && !waited_for.empty()) {
+    // The rank this one waited on may itself wait, in the same call, on the
+    // cause (a host-mate waiting across a cut link, on a stopped rank, or in
+    // a point-to-point op on one): follow who waits on whom. That wins over
+    // the ranks merely behind: a rank that never waited long was never seen.
+    if (!waited_for.empty()) {
       const auto& g = *c.group;
       std::vector<int> host_of(static_cast<std::size_t>(e.world_size()), -1);
       for (std::size_t q = 0; q < g.ranks.size() && q < g.host_of.size(); ++q)

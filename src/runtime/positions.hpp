@@ -58,6 +58,17 @@ class PositionPublisher {
   bool done_ = false;
 };
 
+namespace detail { struct GroupImpl; }
+
+// Publishes this rank's position on group g: in call #call (a point-to-point
+// op: the group's next call, the one it has not reached), waiting on
+// `awaits`. One store write, bounded by kStoreCallLimit; a gone store is
+// ignored (the failure log says the rest).
+void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+                      std::uint64_t bytes, const std::vector<int>& awaits);
+// The group's next call number (what a point-to-point op publishes).
+std::uint64_t next_call_number(const detail::GroupImpl& g);
+
 // A member's published position ("pos/<group id>/<group rank>").
 struct Position {
   int rank = -1;             // global

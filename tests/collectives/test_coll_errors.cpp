@@ -293,6 +293,15 @@ TEST_CASE("all in one call, a timeout follows who waits on whom to the end of th
   // A rank that waits only on the asking rank ends the chain at itself.
   ps[1].awaits = {0};
   CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 1);
+  // A point-to-point op waits under the next call's number: in the same
+  // call as the collective's waiters, so nobody is behind, and the text
+  // says what each does.
+  ps[2].what = "recv";
+  int behind = 0;
+  const std::string text = braid::describe_positions(ps, &behind, {2});
+  CHECK(behind == -1);
+  CHECK(text.find("wait in all_reduce #7") != std::string::npos);
+  CHECK(text.find("rank 2 waits in recv #7") != std::string::npos);
 }
 
 TEST_CASE("ranks in different collectives get errors naming both", "[collectives][errors]") {

@@ -43,6 +43,7 @@ struct P2PWork final : detail::WorkState {
   }
   bool wait_request(Deadline until) {
     if (req.done.load(std::memory_order_acquire)) return true;
+    publish_if_slow(until);
     if (until.at < op_deadline.at) return engine->wait_any(&req_ptr, 1, until, req.peer);
     engine->wait_any(&req_ptr, 1, until, req.peer);
     if (!req.done.load(std::memory_order_acquire))
@@ -61,6 +62,24 @@ struct P2PWork final : detail::WorkState {
     return staging ? staging->error() : nullptr;
   }
   std::uint32_t group_id = 0;
+  // Hang diagnosis (positions.hpp): once a wait on it has lasted
+  // kPublishAfter, say on the group that this rank waits on the peer, under
+  // the number of the group's next call.
+  int group_rank = -1;
+  std::uint64_t next_call = 0;
+  Clock::time_point first_wait{};
+  bool published = false;
+  void publish_if_slow(Deadline until) {
+    if (published) return;
+    const auto now = Clock::now();
+    if (first_wait == Clock::time_point{}) first_wait = now;
+    const Deadline soon{std::min(until.at, first_wait + PositionPublisher::kPublishAfter)};
+    if (now < soon.at && engine->wait_any(&req_ptr, 1, soon, req.peer)) return;
+    if (Clock::now() < first_wait + PositionPublisher::kPublishAfter) return;  // the caller's slice ended first
+    published = true;
+    publish_position(*engine, group_id, group_rank, next_call, req.kind == Request::Kind::Send ? "isend" : "irecv",
+                     req.bytes, {req.peer});
+  }
   int source() override { return req.source; }
   std::int64_t received_count() override {
     return req.kind == Request::Kind::Recv ? static_cast<std::int64_t>(req.received / elem) : -1;
@@ -107,7 +126,10 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   const Tensor t = staging->stage(t_arg, is_send ? detail::StageDir::In : detail::StageDir::Out, "tensor");
   const Deadline d = prepare(w->req, t, peer, is_send, o, op);
   w->elem = t.element_size();
-  w->group_id = op_group(o, op).id;
+  const auto& g = op_group(o, op);
+  w->group_id = g.id;
+  w->group_rank = g.my_rank;
+  w->next_call = next_call_number(g);
   if (staging->active()) {
     // An isend of device memory posts once the data is on the host: it waits
     // here for the stream's earlier work and the copy.

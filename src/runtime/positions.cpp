@@ -159,13 +159,18 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
   return out;
 }
 
-void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+void publish_position(Engine& e, std::uint32_t group_id, int group_rank, std::uint64_t call, const std::string& what,
                       std::uint64_t bytes, const std::vector<int>& awaits) {
   store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
-    e.store().set(position_key(g.id, g.my_rank), store::to_bytes(position_value(call, what, bytes, awaits)));
+    e.store().set(position_key(group_id, group_rank), store::to_bytes(position_value(call, what, bytes, awaits)));
   } catch (const Error&) {  // the store is gone: the failure log says the rest
   }
+}
+
+void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+                      std::uint64_t bytes, const std::vector<int>& awaits) {
+  publish_position(e, g.id, g.my_rank, call, what, bytes, awaits);
 }
 
 std::uint64_t next_call_number(const detail::GroupImpl& g) {

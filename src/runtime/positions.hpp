@@ -66,6 +66,10 @@ namespace detail { struct GroupImpl; }
 // ignored (the failure log says the rest).
 void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
                       std::uint64_t bytes, const std::vector<int>& awaits);
+// The same by the group's id and this rank's place in it (for an async op,
+// which may outlive its call).
+void publish_position(Engine& e, std::uint32_t group_id, int group_rank, std::uint64_t call, const std::string& what,
+                      std::uint64_t bytes, const std::vector<int>& awaits);
 // The group's next call number (what a point-to-point op publishes).
 std::uint64_t next_call_number(const detail::GroupImpl& g);
 

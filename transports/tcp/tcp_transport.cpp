@@ -297,6 +297,13 @@ void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
   }
   const auto peer = static_cast<std::size_t>(r.peer);
   Connection* out = out_[peer];
+  if (stripes_[peer].empty()) {  // one socket (the default): the whole message, no list to build
+    r.left = 1;
+    ++parts_sent_;
+    (out && !out->closed() ? *out : c)
+        .enqueue(&r, wire::make_header(wire::FrameType::Data, r.env.ctx, 0, r.bytes, r.token, h.id2), r.bytes);
+    return;
+  }
   // The sockets to send the data over: the first, and its stripes while
   // they are open. A message of at least two parts' worth is cut into parts
   // (as many as there are sockets); messages take turns at the sockets they

@@ -30,6 +30,35 @@ std::exception_ptr blame_leaver(Engine& e, std::uint32_t group_id, std::exceptio
   return err;
 }
 
+// Hang diagnosis (positions.hpp) for a point-to-point op: once a wait on
+// it has lasted PositionPublisher::kPublishAfter, it says on its group that
+// this rank waits on the peer, under the number of the group's next call,
+// so that a peer that times out in a collective waiting on this rank learns
+// whom this rank waits on. One publication per op.
+struct P2PPosition {
+  std::uint32_t group_id = 0;
+  int group_rank = -1;
+  std::uint64_t call = 0;
+  const char* what = "";
+  Clock::time_point first_wait{};
+  bool published = false;
+
+  P2PPosition() = default;
+  P2PPosition(const detail::GroupImpl& g, const char* op)
+      : group_id(g.id), group_rank(g.my_rank), call(next_call_number(g)), what(op) {}
+  // Waits on r until `until` or the moment to publish, whichever is first,
+  // and publishes if that moment has come with r still pending.
+  void wait(Engine& e, Request& r, Deadline until) {
+    if (published || r.done.load(std::memory_order_acquire)) return;
+    if (first_wait == Clock::time_point{}) first_wait = Clock::now();
+    const auto due = first_wait + PositionPublisher::kPublishAfter;
+    Request* rp = &r;
+    if (e.wait_any(&rp, 1, Deadline{std::min(until.at, due)}, r.peer) || Clock::now() < due) return;
+    published = true;
+    publish_position(e, group_id, group_rank, call, what, r.bytes, {r.peer});
+  }
+};
+
 struct P2PWork final : detail::WorkState {
   Engine* engine = nullptr;
   Request req;
@@ -43,7 +72,7 @@ struct P2PWork final : detail::WorkState {
   }
   bool wait_request(Deadline until) {
     if (req.done.load(std::memory_order_acquire)) return true;
-    publish_if_slow(until);
+    position.wait(*engine, req, until);
     if (until.at < op_deadline.at) return engine->wait_any(&req_ptr, 1, until, req.peer);
     engine->wait_any(&req_ptr, 1, until, req.peer);
     if (!req.done.load(std::memory_order_acquire))
@@ -62,24 +91,7 @@ struct P2PWork final : detail::WorkState {
     return staging ? staging->error() : nullptr;
   }
   std::uint32_t group_id = 0;
-  // Hang diagnosis (positions.hpp): once a wait on it has lasted
-  // kPublishAfter, say on the group that this rank waits on the peer, under
-  // the number of the group's next call.
-  int group_rank = -1;
-  std::uint64_t next_call = 0;
-  Clock::time_point first_wait{};
-  bool published = false;
-  void publish_if_slow(Deadline until) {
-    if (published) return;
-    const auto now = Clock::now();
-    if (first_wait == Clock::time_point{}) first_wait = now;
-    const Deadline soon{std::min(until.at, first_wait + PositionPublisher::kPublishAfter)};
-    if (now < soon.at && engine->wait_any(&req_ptr, 1, soon, req.peer)) return;
-    if (Clock::now() < first_wait + PositionPublisher::kPublishAfter) return;  // the caller's slice ended first
-    published = true;
-    publish_position(*engine, group_id, group_rank, next_call, req.kind == Request::Kind::Send ? "isend" : "irecv",
-                     req.bytes, {req.peer});
-  }
+  P2PPosition position;
   int source() override { return req.source; }
   std::int64_t received_count() override {
     return req.kind == Request::Kind::Recv ? static_cast<std::int64_t>(req.received / elem) : -1;
@@ -102,16 +114,11 @@ Deadline prepare(Request& r, const Tensor& t, int peer, bool is_send, const OpOp
   return Deadline::after(r.timeout);
 }
 
-// Engine::wait, with blame_leaver on its error. An op still waiting after
-// PositionPublisher::kPublishAfter says so on its group (hang diagnosis,
-// positions.hpp): a peer that times out in a collective waiting on this rank
-// then learns whom this rank waits on.
+// Engine::wait, with blame_leaver on its error, and the op's position
+// published once it has waited long (P2PPosition).
 void wait_blaming_leaver(Engine& e, Request& r, Deadline d, const detail::GroupImpl& g, const char* what) {
   try {
-    Request* rp = &r;
-    const Deadline first{std::min(d.at, Clock::now() + PositionPublisher::kPublishAfter)};
-    if (!e.wait_any(&rp, 1, first, r.peer) && !d.expired())
-      publish_position(e, g, next_call_number(g), what, r.bytes, {r.peer});
+    P2PPosition(g, what).wait(e, r, d);
     e.wait(r, d);
   } catch (const Error&) {
     std::rethrow_exception(blame_leaver(e, g.id, std::current_exception(), what));
@@ -128,8 +135,7 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   w->elem = t.element_size();
   const auto& g = op_group(o, op);
   w->group_id = g.id;
-  w->group_rank = g.my_rank;
-  w->next_call = next_call_number(g);
+  w->position = P2PPosition(g, op);
   if (staging->active()) {
     // An isend of device memory posts once the data is on the host: it waits
     // here for the stream's earlier work and the copy.

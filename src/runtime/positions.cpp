@@ -79,9 +79,8 @@ int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, 
         break;
       }
     if (next < 0) return cur;  // it waits on us only: it is where the chain ends
-    if (std::find(chain.begin(), chain.end(), next) != chain.end()) {
+    if (const auto from = std::find(chain.begin(), chain.end(), next); from != chain.end()) {
       // A loop: name its rank on another host, where there is one.
-      const auto from = std::find(chain.begin(), chain.end(), next);
       for (auto it = from; it != chain.end(); ++it)
         if (my_host >= 0 && host(*it) >= 0 && host(*it) != my_host) return *it;
       return -1;
@@ -168,11 +167,6 @@ void publish_position(Engine& e, std::uint32_t group_id, int group_rank, std::ui
   }
 }
 
-void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
-                      std::uint64_t bytes, const std::vector<int>& awaits) {
-  publish_position(e, g.id, g.my_rank, call, what, bytes, awaits);
-}
-
 std::uint64_t next_call_number(const detail::GroupImpl& g) {
   return g.collective_seq.load(std::memory_order_relaxed) + g.one_sided_issued.load(std::memory_order_relaxed) + 1;
 }
@@ -180,7 +174,7 @@ std::uint64_t next_call_number(const detail::GroupImpl& g) {
 void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
   done_ = true;
   const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
-  publish_position(e, *call_.group, call_number(call_), call_.what, bytes, awaits);
+  publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, bytes, awaits);
 }
 
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {

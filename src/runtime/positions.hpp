@@ -60,14 +60,10 @@ class PositionPublisher {
 
 namespace detail { struct GroupImpl; }
 
-// Publishes this rank's position on group g: in call #call (a point-to-point
-// op: the group's next call, the one it has not reached), waiting on
-// `awaits`. One store write, bounded by kStoreCallLimit; a gone store is
-// ignored (the failure log says the rest).
-void publish_position(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
-                      std::uint64_t bytes, const std::vector<int>& awaits);
-// The same by the group's id and this rank's place in it (for an async op,
-// which may outlive its call).
+// Publishes this rank's position (group_rank) on a group: in call #call (a
+// point-to-point op: the group's next call, the one it has not reached),
+// waiting on `awaits`. One store write, bounded by kStoreCallLimit; a gone
+// store is ignored (the failure log says the rest).
 void publish_position(Engine& e, std::uint32_t group_id, int group_rank, std::uint64_t call, const std::string& what,
                       std::uint64_t bytes, const std::vector<int>& awaits);
 // The group's next call number (what a point-to-point op publishes).
@@ -100,9 +96,10 @@ std::vector<Position> read_positions(store::Store& st, std::uint32_t group_id, c
 // never seen, or seen long ago, may have passed every call since without
 // waiting, or be stuck.
 std::string describe_positions(const std::vector<Position>& ps, int* behind, const std::vector<int>& prefer = {});
-// Where every rank is in the same call, none is behind: the one to name is
-// at the end of who waits on whom. From `start` (a rank this one waited
-// on), follows each rank's published awaits while it is in call `top`; a
+// The rank this one waited on may itself wait on the cause (and where
+// every rank is in the same call, none is behind): the one to name is at
+// the end of who waits on whom. From `start` (a rank this one waited on),
+// follows each rank's published awaits while it is in call `top`; a
 // rank that waits on nobody known, or is not in that call, ends the chain
 // and is returned. A chain that comes back on itself (two ranks that wait
 // on each other across a cut link, or a stopped rank's stale awaits) names

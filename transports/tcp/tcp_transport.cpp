@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -23,8 +24,10 @@ namespace {
 // carries every frame; where there are more, a large message's DATA is cut
 // into parts, one per socket, so that several streams fill a link one
 // cannot (several kernel threads work at once on them).
+constexpr int kMaxSockets = 16;
 int sockets_from_env() {
-  return static_cast<int>(env_integer("BRAID_TCP_SOCKETS", 1, 16, "a socket count from 1 to 16").value_or(1));
+  return static_cast<int>(
+      env_integer("BRAID_TCP_SOCKETS", 1, kMaxSockets, "a socket count from 1 to 16").value_or(1));
 }
 // Parts of a striped DATA are at least this long: a part costs a frame and
 // a wake-up at each end, small next to half a megabyte.
@@ -297,30 +300,29 @@ void TcpTransport::on_cts(Connection& c, const wire::FrameHeader& h) {
   }
   const auto peer = static_cast<std::size_t>(r.peer);
   Connection* out = out_[peer];
-  if (stripes_[peer].empty()) {  // one socket (the default): the whole message, no list to build
-    r.left = 1;
-    ++parts_sent_;
-    (out && !out->closed() ? *out : c)
-        .enqueue(&r, wire::make_header(wire::FrameType::Data, r.env.ctx, 0, r.bytes, r.token, h.id2), r.bytes);
-    return;
-  }
-  // The sockets to send the data over: the first, and its stripes while
-  // they are open. A message of at least two parts' worth is cut into parts
-  // (as many as there are sockets); messages take turns at the sockets they
-  // start on, so a stream of single-part messages (the plans' ~512 KiB
-  // chunks) spreads over them as well. Only DATA moves: every message is
-  // matched by its RTS on the first socket, in order.
-  std::vector<Connection*> ways{out && !out->closed() ? out : &c};
-  for (Connection* st : stripes_[peer])
-    if (!st->closed()) ways.push_back(st);
-  const std::size_t parts = std::clamp<std::size_t>(r.bytes / kMinPart, 1, ways.size());
-  const std::size_t first = turn_[peer]++ % ways.size();
+  // The sockets to send the data over: the first, and its stripes (only
+  // open ones: retire() takes a socket out of stripes_ as it closes it). A
+  // message of at least two parts' worth is cut into parts (as many as there
+  // are sockets); messages take turns at the sockets they start on, so a
+  // stream of single-part messages (the plans' ~512 KiB chunks) spreads over
+  // them as well. Only DATA moves: every message is matched by its RTS on the
+  // first socket, in order. With one socket (the default) this is the whole
+  // message on it.
+  // A copy of the list, not a reference into stripes_: a socket that breaks
+  // while a part is written is retired (stripes_ changes) but stays
+  // allocated until reap().
+  std::array<Connection*, kMaxSockets> way{};
+  std::size_t ways = 0;
+  way[ways++] = out && !out->closed() ? out : &c;
+  for (Connection* st : stripes_[peer]) way[ways++] = st;
+  const std::size_t parts = std::clamp<std::size_t>(r.bytes / kMinPart, 1, ways);
+  const std::size_t first = ways == 1 ? 0 : turn_[peer]++ % ways;
   const std::size_t base = r.bytes / parts, extra = r.bytes % parts;
   r.left = parts;
   parts_sent_ += parts;
   for (std::size_t k = 0; k < parts; ++k) {
     const std::size_t offset = k * base + std::min(k, extra), count = base + (k < extra ? 1 : 0);
-    ways[(first + k) % ways.size()]->enqueue(
+    way[(first + k) % ways]->enqueue(
         &r, wire::make_header(wire::FrameType::Data, r.env.ctx, static_cast<std::int64_t>(offset), count, r.token, h.id2),
         count, offset);
   }

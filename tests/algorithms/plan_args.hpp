@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,18 @@ inline braid::plan::PlanArgs host_args(braid::plan::Collective coll, int n, std:
   braid::plan::PlanArgs a = make_args(coll, n, count, root, elem_size);
   a.topology.one_host = true;
   return a;
+}
+
+// The collectives that take a root, and the roots a sweep tries at n ranks:
+// the first, the second, the middle and the last.
+inline bool rooted(braid::plan::Collective c) {
+  using braid::plan::Collective;
+  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather || c == Collective::Scatter;
+}
+inline std::vector<int> roots_for(braid::plan::Collective c, int n) {
+  if (!rooted(c)) return {0};
+  std::set<int> r = {0, 1 % n, n - 1, n / 2};
+  return {r.begin(), r.end()};
 }
 
 // A sweep's failures: the first 20 each as a failed check, then the verdict.

@@ -49,7 +49,7 @@ PlanArgs args_for(Collective c, const Layout& l, double bytes) {
                            c == Collective::Scatter || c == Collective::AllToAll;
   if (blocks_each) count /= l.ranks;
   if (c == Collective::Barrier) count = 0;
-  PlanArgs a = verify_test::make_args(c, l.ranks, count, c == Collective::Barrier ? 0 : 0);
+  PlanArgs a = verify_test::make_args(c, l.ranks, count);
   a.topology.host_of = blocks(l.ranks, l.hosts);
   a.topology.host_shares_memory = l.hosts > 1;
   return a;

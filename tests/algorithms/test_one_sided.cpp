@@ -25,11 +25,7 @@ namespace {
 
 using verify_test::host_args;
 using verify_test::report_failures;
-
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-         c == Collective::Scatter;
-}
+using verify_test::rooted;
 
 // An algorithm is one-sided if what it builds on one host is.
 bool one_sided(const Algorithm& alg) {

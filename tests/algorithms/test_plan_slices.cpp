@@ -7,7 +7,6 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
-#include <set>
 #include <string>
 #include <vector>
 
@@ -43,14 +42,6 @@ std::string slice_differs(const Plan& whole, const Plan& slice, int r) {
   return {};
 }
 
-std::vector<int> roots(Collective c, int n) {
-  const bool rooted = c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-                      c == Collective::Scatter;
-  if (!rooted) return {0};
-  std::set<int> r = {0, 1 % n, n - 1, n / 2};
-  return {r.begin(), r.end()};
-}
-
 // Every rank's slice of alg on args against the whole plan; failures appended.
 void check_slices(const Algorithm& alg, PlanArgs args, const std::string& where, std::vector<std::string>* failures,
                   int* plans) {
@@ -73,7 +64,7 @@ TEST_CASE("a rank's slice of every registered algorithm is its list of the whole
   int plans = 0;
   for (const Algorithm& alg : algorithms()) {
     for (int n : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 64}) {
-      for (int root : roots(alg.coll, n)) {
+      for (int root : verify_test::roots_for(alg.coll, n)) {
         for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2 * n + 3}, std::int64_t{10007}}) {
           for (bool one_host : {false, true}) {
             PlanArgs args = verify_test::make_args(alg.coll, n, alg.coll == Collective::Barrier ? 0 : count, root);
@@ -109,7 +100,7 @@ TEST_CASE("slices of the host-aware plans on host grids, uneven and interleaved 
     if (alg.offered == nullptr || !std::string(alg.name).starts_with("hierarchical")) continue;
     for (const auto& layout : layouts) {
       const int n = static_cast<int>(layout.size());
-      for (int root : roots(alg.coll, n))
+      for (int root : verify_test::roots_for(alg.coll, n))
         for (std::int64_t count : {std::int64_t{0}, std::int64_t{1}, std::int64_t{n - 1}, std::int64_t{100003}}) {
           PlanArgs args = verify_test::make_args(alg.coll, n, alg.coll == Collective::Barrier ? 0 : count, root);
           args.topology.host_of = layout;

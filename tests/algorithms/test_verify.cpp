@@ -26,6 +26,7 @@ namespace {
 
 using verify_test::make_args;
 using verify_test::report_failures;
+using verify_test::roots_for;
 
 // ---- tiny reference generators, only for these tests --------------------
 
@@ -94,16 +95,6 @@ std::vector<Case> cases_for(int n) {
   return cs;
 }
 
-bool rooted(Collective c) {
-  return c == Collective::Broadcast || c == Collective::Reduce || c == Collective::Gather ||
-         c == Collective::Scatter;
-}
-
-std::vector<int> roots_for(Collective c, int n) {
-  if (!rooted(c)) return {0};
-  std::set<int> r = {0, 1 % n, n - 1, n / 2};
-  return {r.begin(), r.end()};
-}
 
 // Uneven all-to-all splits with empty blocks, one-element blocks and a
 // different total per rank.

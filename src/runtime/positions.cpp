@@ -57,7 +57,7 @@ std::optional<Position> parse_position(const std::string& v, int rank) {
 }
 
 int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, int me,
-                 const std::vector<int>& host_of_global, int my_host) {
+                 const std::vector<int>& host_of_global, int my_host, const std::vector<int>& stopped) {
   auto position_of = [&](int r) -> const Position* {
     for (const auto& p : ps)
       if (p.rank == r) return &p;
@@ -71,7 +71,8 @@ int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, 
   for (;;) {
     chain.push_back(cur);
     const Position* p = position_of(cur);
-    if (!p || p->call != top || p->awaits.empty()) return cur;  // waits on nobody we know of
+    if (!p || p->awaits.empty()) return cur;  // waits on nobody we know of
+    if (std::find(stopped.begin(), stopped.end(), cur) != stopped.end()) return cur;  // its awaits are stale
     int next = -1;
     for (int q : p->awaits)
       if (q != cur && q != me) {
@@ -79,6 +80,16 @@ int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, 
         break;
       }
     if (next < 0) return cur;  // it waits on us only: it is where the chain ends
+    if (p->call != top) {
+      // Behind the latest call: alive and waiting there on `next` (a
+      // host-mate one call behind, waiting across a cut), or stopped since
+      // it published, its awaits stale. A rank that has been seen in a later
+      // call than p's has finished with p's call, so p's wait on it is stale:
+      // the chain ends at p. One not seen since (never, or in p's call or
+      // before) may still hold p there.
+      const Position* n = position_of(next);
+      if (n && n->call > p->call) return cur;
+    }
     if (const auto from = std::find(chain.begin(), chain.end(), next); from != chain.end()) {
       // A loop: name its rank on another host, where there is one.
       for (auto it = from; it != chain.end(); ++it)
@@ -187,22 +198,24 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
     // cause, then one this call waited on.
     std::uint64_t top = 0;
     for (const auto& p : ps) top = std::max(top, p.call);
-    std::vector<int> prefer;
+    std::vector<int> stopped;
     for (const auto& p : ps)
-      if (p.call < top && p.rank != e.rank() && e.stopped(p.rank)) prefer.push_back(p.rank);
+      if (p.rank != e.rank() && e.stopped(p.rank)) stopped.push_back(p.rank);
+    std::vector<int> prefer = stopped;
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
     std::string where = describe_positions(ps, behind, prefer);
-    // The rank this one waited on may itself wait, in the same call, on the
-    // cause (a host-mate waiting across a cut link, on a stopped rank, or in
-    // a point-to-point op on one): follow who waits on whom. That wins over
-    // the ranks merely behind: a rank that never waited long was never seen.
+    // The rank this one waited on may itself wait on the cause (a host-mate
+    // waiting across a cut link, in this call or one behind, on a stopped
+    // rank, or in a point-to-point op on one): follow who waits on whom.
+    // That wins over the ranks merely behind: a rank that never waited long
+    // was never seen.
     if (!waited_for.empty()) {
       const auto& g = *c.group;
       std::vector<int> host_of(static_cast<std::size_t>(e.world_size()), -1);
       for (std::size_t q = 0; q < g.ranks.size() && q < g.host_of.size(); ++q)
         host_of[static_cast<std::size_t>(g.ranks[q])] = g.host_of[q];
       const int mine = static_cast<std::size_t>(g.my_rank) < g.host_of.size() ? g.host_of[static_cast<std::size_t>(g.my_rank)] : -1;
-      const int end = follow_waits(ps, top, waited_for.front(), e.rank(), host_of, mine);
+      const int end = follow_waits(ps, top, waited_for.front(), e.rank(), host_of, mine, stopped);
       if (end >= 0 && end != waited_for.front()) {
         *behind = end;
         where += fmt::format("; rank {} waits in turn on rank {}", waited_for.front(), end);

@@ -99,14 +99,15 @@ std::string describe_positions(const std::vector<Position>& ps, int* behind, con
 // The rank this one waited on may itself wait on the cause (and where
 // every rank is in the same call, none is behind): the one to name is at
 // the end of who waits on whom. From `start` (a rank this one waited on),
-// follows each rank's published awaits while it is in call `top`; a
-// rank that waits on nobody known, or is not in that call, ends the chain
-// and is returned. A chain that comes back on itself (two ranks that wait
-// on each other across a cut link, or a stopped rank's stale awaits) names
-// the rank of the loop on another host than `my_host` where there is one,
-// else -1. host_of maps a global rank to its host (empty: unknown).
+// follows each rank's published awaits; a rank that waits on nobody known,
+// is in `stopped`, or is behind call `top` and waits on a rank seen in a
+// later call than its own (so its wait is stale), ends the chain and is
+// returned. A chain that comes back on itself (two ranks that wait on each
+// other across a cut link, or a stopped rank's stale awaits) names the rank
+// of the loop on another host than `my_host` where there is one, else -1.
+// host_of maps a global rank to its host (empty: unknown).
 int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, int me,
-                 const std::vector<int>& host_of_global, int my_host);
+                 const std::vector<int>& host_of_global, int my_host, const std::vector<int>& stopped = {});
 
 // For a call that timed out: publishes its own position, reads the others'
 // and returns " (positions: ...)", naming in *behind the rank furthest

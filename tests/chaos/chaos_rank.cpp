@@ -1,7 +1,8 @@
-// One rank of a chaos job (tools/chaos): collectives of several sizes and a
-// point-to-point ring in a loop, until an op fails. It then prints what it
-// caught on one line and returns 3 from main without destroy_process_group,
-// as a program that gives up would: that exit must be clean.
+// One rank of a chaos job (tools/chaos): every collective at three sizes
+// (64 B, 64 KiB and 4 MiB a rank) and a point-to-point ring, blocking and
+// async, in a loop, until an op fails. It then prints what it caught on one
+// line and returns 3 from main without destroy_process_group, as a program
+// that gives up would: that exit must be clean.
 //
 //   CHAOS error ms=<unix ms> code=<code> peer=<rank> what=<message>
 //
@@ -35,21 +36,47 @@ int main() {
     o.timeout = std::chrono::milliseconds(t ? std::atoll(t) : 5000);
     braid::init_process_group(o);
     const int rank = braid::get_rank(), n = braid::get_world_size();
-    std::vector<float> small(16, 0.0f), mid(16 * 1024, 1.0f), big(1 << 20, 1.0f);
-    std::vector<float> gathered(small.size() * static_cast<std::size_t>(n)), ring(mid.size());
+    const auto un = static_cast<std::size_t>(n);
+    // Every op of the loop, each in turn at the three sizes (elements a
+    // rank): a fault lands in any of them at any size.
+    const std::size_t sizes[] = {16, 16 * 1024, 1 << 20};
+    std::vector<float> flag(16), in(un << 20, 1.0f), out(un << 20), ring(1 << 20);
+    auto part = [](std::vector<float>& v, std::size_t at, std::size_t count) {
+      return braid::tensor(v.data() + at, static_cast<std::int64_t>(count));
+    };
+    constexpr long kOps = 11;
     for (long i = 0;; ++i) {
-      switch (i % 5) {
-        case 0:
-          small.assign(small.size(), 0.0f);
-          small[0] = end_ms && unix_ms() >= end_ms ? 1.0f : 0.0f;
-          braid::all_reduce(braid::tensor(small), braid::ReduceOp::Max);
+      const std::size_t c = sizes[i / kOps % 3];
+      const int root = static_cast<int>(i / kOps % un);
+      const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+      std::vector<braid::Tensor> blocks;
+      for (std::size_t q = 0; q < un; ++q) blocks.push_back(part(out, q * c, c));
+      switch (i % kOps) {
+        case 0:  // also the loop's end: every rank's flag, a max
+          flag.assign(flag.size(), 0.0f);
+          flag[0] = end_ms && unix_ms() >= end_ms ? 1.0f : 0.0f;
+          braid::all_reduce(braid::tensor(flag), braid::ReduceOp::Max);
           break;
-        case 1: braid::all_reduce(braid::tensor(mid)); break;
-        case 2: braid::broadcast(braid::tensor(big), static_cast<int>(i / 5 % n)); break;
-        case 3: braid::all_gather_into_tensor(braid::tensor(gathered), braid::tensor(small)); break;
-        default: braid::sendrecv(braid::tensor(mid), (rank + 1) % n, braid::tensor(ring), (rank + n - 1) % n); break;
+        case 1: braid::all_reduce(part(in, 0, c), part(out, 0, c)); break;
+        case 2: braid::broadcast(part(out, 0, c), root); break;
+        case 3: braid::reduce(part(in, 0, c), part(out, 0, c), root); break;
+        case 4: braid::all_gather_into_tensor(part(out, 0, c * un), part(in, 0, c)); break;
+        case 5: braid::reduce_scatter_tensor(part(out, 0, c), part(in, 0, c * un)); break;
+        case 6: braid::all_to_all_single(part(out, 0, c * un), part(in, 0, c * un)); break;
+        case 7:
+          if (i / kOps % 2) braid::gather(part(in, 0, c), rank == root ? &blocks : nullptr, root);
+          else braid::scatter(part(in, 0, c), rank == root ? &blocks : nullptr, root);
+          break;
+        case 8: braid::barrier(); break;
+        case 9: braid::sendrecv(part(in, 0, c), next, part(ring, 0, c), prev); break;
+        default: {  // async: both posted, then waited on
+          auto r = braid::irecv(part(ring, 0, c), prev);
+          auto s = braid::isend(part(in, 0, c), next);
+          s.wait();
+          r.wait();
+        }
       }
-      if (i % 5 == 0 && small[0] > 0) break;
+      if (i % kOps == 0 && flag[0] > 0) break;
     }
     braid::destroy_process_group();
     std::printf("CHAOS done ms=%lld\n", unix_ms());

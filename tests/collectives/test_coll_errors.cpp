@@ -277,10 +277,21 @@ TEST_CASE("all in one call, a timeout follows who waits on whom to the end of th
   for (int r = 0; r < 4; ++r) ps[static_cast<std::size_t>(r)] = braid::Position{r, 7, "all_reduce", 4, {}};
   ps[1].awaits = {2};
   CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 2);
-  // 2 last seen in an earlier call ends the chain there too.
+  // 2 last seen in an earlier call, waiting there on 3, which has been seen
+  // since in a later call: 2's wait is stale (2 stopped after publishing it),
+  // so the chain ends at 2.
   ps[2].call = 6;
   ps[2].awaits = {3};
   CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 2);
+  // A host-mate one call behind, alive and waiting there across a cut on a
+  // rank not seen since (never, or in that call or before): followed.
+  ps[3].call = 0;
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 3);
+  ps[3].call = 6;
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0) == 3);
+  // ...unless this host sees that rank stopped: its awaits are stale.
+  CHECK(braid::follow_waits(ps, 7, 1, 0, host_of, 0, {2}) == 2);
+  ps[3].call = 7;
   // A cut link: 1 and 2 wait on each other across it. From host 0 the rank
   // across (2) is named; from host 1 (rank 3 waited on 2), the rank across (1).
   ps[2].call = 7;

@@ -52,6 +52,10 @@ class TransportHost {
   virtual void peer_failed(int peer, const std::string& reason) = 0;
   // `peer` said goodbye (destroy_process_group).
   virtual void peer_left(int peer) = 0;
+  // `peer`'s goodbye arrived on one of several sockets: it has left, though
+  // messages it sent before may still be arriving on another (peer_left
+  // follows once they are in). Why ops on it fail may be asked now.
+  virtual void peer_said_goodbye(int /*peer*/) {}
   virtual void add_fd(int fd, EventSource* src, std::uint32_t events) = 0;
   virtual void mod_fd(int fd, EventSource* src, std::uint32_t events) = 0;
   virtual void del_fd(int fd) = 0;

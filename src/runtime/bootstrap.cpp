@@ -145,9 +145,11 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   if (first != sig) st->set("group/0/mismatch", store::to_bytes(mismatch_text(*c, wg, sig, first)));
 
   // Rendezvous: init returns once every rank has published its address.
-  // Each also marks its own arrival, so that a timeout can say who is missing.
-  st->set(fmt::format("joined/{}", rank), store::to_bytes("1"));
+  // Each also marks its own arrival, so that a timeout can say who is
+  // missing: last, so that a rank killed between its count and "ready" (the
+  // last to come sets it) is missing too, not a rank nobody can name.
   if (st->add("joined", 1) == world) st->set("ready", store::to_bytes("1"));
+  st->set(fmt::format("joined/{}", rank), store::to_bytes("1"));
   try {
     st->wait({"ready"}, c->timeout);
   } catch (const Error& e) {

@@ -53,7 +53,8 @@ std::string peer_text(int peer) { return peer == ANY_SOURCE ? std::string("any r
 Engine::Engine(EngineConfig cfg, std::shared_ptr<store::Store> store)
     : cfg_(std::move(cfg)), store_(std::move(store)),
       failed_(static_cast<std::size_t>(cfg_.world_size), 0),
-      left_(static_cast<std::size_t>(cfg_.world_size), 0) {
+      left_(static_cast<std::size_t>(cfg_.world_size), 0),
+      bye_heard_(static_cast<std::size_t>(cfg_.world_size), 0) {
   max_held_ = max_unexpected_from_env();
   epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));

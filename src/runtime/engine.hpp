@@ -103,6 +103,7 @@ class Engine final : public TransportHost {
   Unexpected& add_unexpected(std::unique_ptr<Unexpected> u) override { return matcher_.add_unexpected(std::move(u)); }
   void peer_failed(int peer, const std::string& reason) override;
   void peer_left(int peer) override;  // clean goodbye
+  void peer_said_goodbye(int peer) override;
   void add_fd(int fd, EventSource* src, std::uint32_t events) override;
   void mod_fd(int fd, EventSource* src, std::uint32_t events) override;
   void del_fd(int fd) override;
@@ -316,7 +317,8 @@ class Engine final : public TransportHost {
   bool publishing_ = false;       // a thread is writing or reading the log
   std::unordered_map<std::uint32_t, std::vector<int>> groups_;
   std::unordered_set<std::uint32_t> poisoned_;
-  std::vector<char> left_;  // peers that said goodbye
+  std::vector<char> left_;       // peers that said goodbye
+  std::vector<char> bye_heard_;  // peers whose goodbye arrived, with their messages perhaps not all in
   std::function<int(int)> window_word_;  // set_window_word
 
   // Async ops: counted so the background thread sleeps when idle.

@@ -198,6 +198,8 @@ void Engine::store_call_failed(const Error& e) {
 
 void Engine::peer_failed(int peer, const std::string& reason) { note_failure_locked(peer, reason, true); }
 
+void Engine::peer_said_goodbye(int peer) { bye_heard_[static_cast<std::size_t>(peer)] = 1; }
+
 void Engine::peer_left(int peer) {
   left_[static_cast<std::size_t>(peer)] = 1;
   auto e = std::make_exception_ptr(Error(
@@ -253,7 +255,7 @@ int Engine::failed_count() {
 
 bool Engine::left(int rank) {
   std::lock_guard lk(mu_);
-  return left_[static_cast<std::size_t>(rank)];
+  return left_[static_cast<std::size_t>(rank)] || bye_heard_[static_cast<std::size_t>(rank)];
 }
 
 bool Engine::gone(int rank) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 
+#include "src/common/error_record.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/per_thread.hpp"
 #include "src/reduce/cpu_reduce.hpp"
@@ -48,8 +49,7 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
     if (x.code() != ErrorCode::InvalidArgument && x.code() != ErrorCode::Timeout) return;
     store::CallCap cap(Deadline::after(kStoreCallLimit));
     try {
-      const std::string record = fmt::format("{} {} {} {}", static_cast<int>(x.code()),
-                                             x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what());
+      const std::string record = error_record_text({x.code(), x.peer() >= 0 ? x.peer() : e.rank(), e.rank(), x.what()});
       e.store().compare_set(gave_up_key(c), {}, store::to_bytes(record));
       e.store().set(gave_up_by_key(c.group->id, e.rank()), store::to_bytes(fmt::format("{} {}", c.seq, record)));
     } catch (const Error&) {  // the store is gone: the failure log tells the rest
@@ -60,27 +60,8 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
 
 // A record as publish_gave_up writes it, checked (anyone who reaches the
 // store could have written it): nullopt when malformed.
-struct GaveUp {
-  ErrorCode code;
-  int named;  // the rank its error names
-  int by;     // the rank that gave up
-  std::string why;
-};
-std::optional<GaveUp> parse_gave_up(const std::string& s, int world) {
-  std::size_t at = 0;
-  std::uint64_t f[3] = {};
-  for (auto& x : f) {
-    const auto sp = s.find(' ', at);
-    const auto d = sp == std::string::npos ? std::nullopt : decimal(std::string_view(s).substr(at, sp - at), 9);
-    if (!d) return std::nullopt;
-    x = *d;
-    at = sp + 1;
-  }
-  const auto w = static_cast<std::uint64_t>(world);
-  if (f[1] >= w || f[2] >= w ||
-      (f[0] != static_cast<int>(ErrorCode::InvalidArgument) && f[0] != static_cast<int>(ErrorCode::Timeout)))
-    return std::nullopt;
-  return GaveUp{static_cast<ErrorCode>(f[0]), static_cast<int>(f[1]), static_cast<int>(f[2]), s.substr(at, 400)};
+std::optional<ErrorRecord> parse_gave_up(const std::string& s, int world) {
+  return parse_error_record(s, world, {ErrorCode::InvalidArgument, ErrorCode::Timeout});
 }
 
 std::optional<store::Bytes> try_read(Engine& e, const std::string& key) {
@@ -99,7 +80,7 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
   const auto g = parse_gave_up(store::to_string(*v), e.world_size());
   if (!g) return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
   int about = g->named == e.rank() ? g->by : g->named;
-  std::string why = g->why;
+  std::string why = g->what;
   if (g->code == ErrorCode::Timeout) why = with_own_diagnosis(e, c, why, &about);
   return Error(g->code, fmt::format("{}: rank {} gave up on this call: {}", c.what, g->by, why), about);
 }
@@ -107,7 +88,7 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
 // A peer's record of the last call of the group it gave up on ("<seq> "
 // and the record), checked; nullopt where there is none, or it is not the
 // peer's own.
-std::optional<std::pair<std::uint64_t, GaveUp>> read_gave_up_by(Engine& e, std::uint32_t group_id, int peer) {
+std::optional<std::pair<std::uint64_t, ErrorRecord>> read_gave_up_by(Engine& e, std::uint32_t group_id, int peer) {
   const auto v = try_read(e, gave_up_by_key(group_id, peer));
   if (!v) return std::nullopt;
   const std::string s = store::to_string(*v);
@@ -121,9 +102,9 @@ std::optional<std::pair<std::uint64_t, GaveUp>> read_gave_up_by(Engine& e, std::
 
 // The error for `what` whose peer left after giving up on `which`: it names
 // the rank the peer's own error named (or the peer, where that is us).
-Error left_after(Engine& e, const std::string& what, int peer, const char* which, const GaveUp& g) {
+Error left_after(Engine& e, const std::string& what, int peer, const char* which, const ErrorRecord& g) {
   return Error(ErrorCode::PeerFailure,
-               fmt::format("{}: rank {} left the job after giving up on {}: {}", what, peer, which, g.why),
+               fmt::format("{}: rank {} left the job after giving up on {}: {}", what, peer, which, g.what),
                g.named == e.rank() ? g.by : g.named);
 }
 
@@ -518,6 +499,11 @@ struct Runner {
       if (!e.wait_any(inflight_reqs.data(), inflight_reqs.size(), until,
                       inflight_reqs.size() == 1 ? inflight_reqs[0]->peer : -1)) {
         if (!call.deadline.expired()) {
+          // A member of the group failed meanwhile (this rank heard of it,
+          // or read it in the failure log): the call cannot complete, and
+          // a send to a live peer that gave up on it would otherwise wait
+          // out the deadline. Throws, naming the failure the group met first.
+          e.check_group(call.group->id);
           position.maybe(e, [&] {
             std::vector<int> awaits;
             for (Request* r : inflight_reqs)

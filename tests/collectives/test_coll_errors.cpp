@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "src/common/error_record.hpp"
 #include "src/runtime/executor.hpp"
 #include "src/runtime/positions.hpp"
 #include "tests/mp/harness.hpp"
@@ -260,6 +261,26 @@ TEST_CASE("a timeout's diagnosis prefers the rank it waited on among those furth
 // are in broadcast, at the same byte size. Every message carries its call's
 // fingerprint, so the wrong call's data is refused, never reduced or kept,
 // and every rank's error names a differing rank and both collectives.
+// A rank that gave up records its error in the store for the others (and a
+// shared-memory window's first member its failure): what is read back is
+// what was written, and nothing else is taken.
+TEST_CASE("an error record reads back as written, strictly", "[collectives][errors]") {
+  using braid::ErrorCode;
+  const braid::ErrorRecord r{ErrorCode::Timeout, 2, 1, "all_reduce #7 timed out after 3000 ms waiting for rank(s) 2"};
+  const auto back = braid::parse_error_record(braid::error_record_text(r), 4, {ErrorCode::Timeout});
+  REQUIRE(back.has_value());
+  CHECK(back->code == ErrorCode::Timeout);
+  CHECK(back->named == 2);
+  CHECK(back->by == 1);
+  CHECK(back->what == r.what);
+  CHECK_FALSE(braid::parse_error_record(braid::error_record_text(r), 4, {ErrorCode::PeerFailure}));  // another code
+  CHECK_FALSE(braid::parse_error_record(braid::error_record_text(r), 2, {ErrorCode::Timeout}));      // rank 2 of 2
+  CHECK_FALSE(braid::parse_error_record("2 2 x why", 4, {ErrorCode::Timeout}));
+  CHECK_FALSE(braid::parse_error_record("2 -2 1 why", 4, {ErrorCode::Timeout}));
+  CHECK_FALSE(braid::parse_error_record("2 2", 4, {ErrorCode::Timeout}));
+  CHECK(braid::parse_error_record("2 2 1 " + std::string(1000, 'x'), 4, {ErrorCode::Timeout})->what.size() == 400);
+}
+
 TEST_CASE("all in one call, a timeout follows who waits on whom to the end of the chain", "[collectives][errors]") {
   // Positions carry the ranks each waited on, and parse back.
   const auto p = braid::parse_position(braid::position_value(9, "all_reduce", 64, {3, 5}), 2);

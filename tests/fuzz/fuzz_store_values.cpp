@@ -2,11 +2,14 @@
 // could have written it. Each parser must take any bytes and either return
 // something sane or throw braid::Error(Store); the numbers of a shared-memory
 // address or window record ("pid memfd eventfd", "pid fd") are parsed by
-// parse_ints.
+// parse_ints. Error records (a rank that gave up, a window's first member
+// that failed) and hang-diagnosis positions are parsed here too.
 #include <algorithm>
 #include <string>
 
+#include "src/common/error_record.hpp"
 #include "src/runtime/peers.hpp"
+#include "src/runtime/positions.hpp"
 #include "transports/record_text.hpp"
 #include "tests/fuzz/fuzz.hpp"
 
@@ -27,6 +30,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* d, std::size_t n) {
   for (int world : {1, 4, 1 << 20}) {
     const auto r = braid::abort_rank(v, world);
     if (r && (*r < -1 || *r >= world)) std::abort();
+  }
+  for (int world : {1, 4}) {
+    const auto r = braid::parse_error_record(v, world, {braid::ErrorCode::Timeout, braid::ErrorCode::PeerFailure});
+    if (!r) continue;
+    if (r->named < 0 || r->named >= world || r->by < 0 || r->by >= world || r->what.size() > 400) std::abort();
+    if (r->code != braid::ErrorCode::Timeout && r->code != braid::ErrorCode::PeerFailure) std::abort();
+    // Written back, it reads the same.
+    const auto again = braid::parse_error_record(braid::error_record_text(*r), world, {r->code});
+    if (!again || again->named != r->named || again->by != r->by || again->what != r->what) std::abort();
+  }
+  if (const auto p = braid::parse_position(v, 2)) {
+    if (p->rank != 2 || p->what.empty() || p->what.size() > 64 || p->awaits.size() > 16) std::abort();
   }
   for (std::size_t count : {2u, 3u}) {
     int out[3] = {7, 7, 7};

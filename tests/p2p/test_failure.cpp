@@ -97,6 +97,44 @@ TEST_CASE("a rank killed mid-transfer: every survivor learns within seconds", "[
   REQUIRE((!res[1].exited && res[1].code == SIGKILL));
 }
 
+TEST_CASE("a collective whose group lost a member fails naming it, though its own peers live", "[failure]") {
+  // A ring broadcast from rank 0: rank 0 sends 64 MiB to rank 1 only, and
+  // rank 1 stays out of the call (alive, waiting in the store: its engine
+  // reads nothing, so rank 0's sends stall once sockets or rings are full).
+  // Rank 2, which rank 0 has talked to, is killed. Rank 0's own requests
+  // never fail (their peer lives), but the call cannot complete without
+  // rank 2: it must fail naming rank 2 once rank 0 knows of the death, not
+  // time out after 60 s naming rank 1.
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16 << 20, 1.0f);  // more than sockets and rings buffer
+    braid::all_reduce(braid::tensor(v.data(), 16));  // every rank in: the group's window is made
+    if (rank != 1) {  // rank 0 now knows rank 2 through its transport
+      const int other = 2 - rank;
+      braid::sendrecv(braid::tensor(v.data(), 1), other, braid::tensor(v.data() + 1, 1), other);
+    }
+    if (rank == 2) {
+      st.wait({"test/kill"}, std::chrono::seconds(120));
+      ::raise(SIGKILL);
+    }
+    if (rank == 1) {
+      st.wait({"test/go"}, std::chrono::seconds(120));
+      return;
+    }
+    auto w = braid::broadcast(braid::tensor(v), 0,
+                              {.async_op = true, .timeout = std::chrono::seconds(60), .algorithm = "ring"});
+    st.set("test/kill", braid::store::to_bytes(std::string("1")));
+    auto e = expect_error([&] { w.wait(); }, ErrorCode::PeerFailure, "rank 2");
+    RANK_CHECK_MSG(e.peer() == 2, e.what());
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  INFO(describe(res));
+  REQUIRE(res[0].ok());
+  REQUIRE(res[1].ok());
+  REQUIRE((!res[2].exited && res[2].code == SIGKILL));
+}
+
 TEST_CASE("a rank killed before it ever connected is detected", "[failure]") {
   auto res = run_ranks(2, [](int rank, int) {
     init_env();
@@ -312,6 +350,45 @@ TEST_CASE("a receive from a rank that gave up on a collective and left names tha
       const std::string what = e.what();
       RANK_CHECK_MSG(e.peer() == 1, what);
       RANK_CHECK_MSG(what.find("rank 2 left the job after giving up") != std::string::npos, what);
+    }
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
+TEST_CASE("a large send to a rank that gave up and left fails at once, naming that rank's culprit", "[failure]") {
+  // Rank 0 announces 4 MiB to rank 1, which never posts the receive: it
+  // gives up on an all_reduce that rank 2 stays out of, and leaves. The
+  // send waits for a reply (CTS, FIN) that will never come: it must fail
+  // when rank 1 goes, not at its 60 s deadline, and name rank 2, the cause.
+  auto res = run_ranks(3, [](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16, 1.0f);
+    braid::all_reduce(braid::tensor(v));
+    if (rank == 2) {
+      st.wait({"test/go"}, std::chrono::seconds(120));
+      return;
+    }
+    std::vector<float> big(rank == 0 ? 1 << 20 : 0, 2.0f);
+    braid::Work w;
+    if (rank == 0) w = braid::isend(braid::tensor(big), 1, {.timeout = std::chrono::seconds(60), .tag = 5});
+    auto e = expect_error([&] { braid::all_reduce(braid::tensor(v), braid::ReduceOp::Sum, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"}); },
+                          ErrorCode::Timeout, "timed out");
+    RANK_CHECK_MSG(e.peer() == 2, e.what());
+    if (rank == 1) {
+      braid::destroy_process_group();
+      return;
+    }
+    try {
+      w.wait();
+      RANK_CHECK_MSG(false, "the send succeeded");
+    } catch (const braid::Error& x) {
+      const std::string what = x.what();
+      RANK_CHECK_MSG(x.code() == ErrorCode::PeerFailure, what);  // not its deadline
+      RANK_CHECK_MSG(x.peer() == 2, what);
+      RANK_CHECK_MSG(what.find("rank 1 left the job") != std::string::npos, what);
     }
     st.set("test/go", braid::store::to_bytes(std::string("1")));
   });

@@ -367,6 +367,7 @@ bool ShmTransport::drain(int s) {
         peer(s).bye_knew = h.token;  // its first_failed (SegmentHeader), checked by knew_failed
         if (const int q = knew_failed(s); q >= 0)
           host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) as it left", s));
+        fail_sends_to(s, left_error(s));  // it reads nothing more: its FINs came before this
         host_.peer_left(s);
         break;
       default:  // Pad
@@ -423,11 +424,9 @@ void ShmTransport::on_peer_exit(int p) {
   const bool left = x.bye || (x.seg.valid() && x.seg.header()->state.load(std::memory_order_acquire) ==
                                                    static_cast<std::uint32_t>(shm::SegmentState::Left));
   if (left) {
-    auto e = std::make_exception_ptr(Error(
-        ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", p), p));
-    for (auto& f : x.pending)
-      if (f.r) host_.complete(*f.r, e);
-    x.pending.clear();
+    // Queued and announced sends alike: an announced one waits for a FIN
+    // that will never come.
+    fail_sends_to(p, left_error(p));
     host_.peer_left(p);
   } else {
     host_.peer_failed(p, "its process exited without leaving the job (killed or crashed)");
@@ -473,6 +472,11 @@ void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
   if (p != cfg_.rank)
     own_.header()->first_failed.compare_exchange_strong(none, static_cast<std::uint32_t>(p) + 1,
                                                          std::memory_order_release, std::memory_order_relaxed);
+  fail_sends_to(p, e);
+  drop_peer(p);
+}
+
+void ShmTransport::fail_sends_to(int p, const std::exception_ptr& e) {
   Peer& x = peer(p);
   for (auto& f : x.pending)
     if (f.r) host_.complete(*f.r, e);
@@ -485,7 +489,11 @@ void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
       ++it;
     }
   }
-  drop_peer(p);
+}
+
+std::exception_ptr ShmTransport::left_error(int p) {
+  return std::make_exception_ptr(Error(
+      ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", p), p));
 }
 
 void ShmTransport::fail_all(const std::exception_ptr& e) {

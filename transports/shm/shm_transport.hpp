@@ -84,6 +84,9 @@ class ShmTransport final : public Transport {
   // Null (with `why`) when the kernel does not let us attach.
   std::unique_ptr<Attachment> attach(int peer, const std::string& address, std::string* why);
   void on_peer_exit(int peer);
+  // Fails every send to `peer`, queued or announced (awaiting its FIN).
+  void fail_sends_to(int peer, const std::exception_ptr& e);
+  static std::exception_ptr left_error(int peer);
   bool drain(int sender);
   // The host holds `sender` back (TransportHost::hold_back) and no send of
   // ours waits for its FIN: its ring is left as it is.

@@ -15,9 +15,11 @@
 #include <thread>
 #include <vector>
 
+#include "src/common/error_record.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/pidfd.hpp"
+#include "transports/await_record.hpp"
 #include "transports/record_text.hpp"
 #include "transports/shm/window_layout.hpp"
 
@@ -26,30 +28,12 @@ namespace braid::shm {
 namespace {
 constexpr std::uint64_t kWindowMagic = 0x314e4957444952ULL;  // "RIDWIN1"
 
-// Waits for `key`, polling rather than blocking on the store: a member
-// killed before it wrote must be named within the deadline, not waited for
-// until it. `missing` throws at the deadline; `check` (it throws if the
-// awaited rank died or the job was aborted, and asks the store itself) runs
-// once the polls have slowed to 100 ms apart: the first polls, 2, 8 and 32
-// ms apart, catch a member that is only a moment behind, in few requests.
-template <class Check, class Missing>
-std::string wait_key(store::Store& store, const std::string& key, Deadline deadline, Check&& check, Missing&& missing) {
-  int pause_ms = 2;
-  for (;;) {
-    if (auto rec = store.try_get(key)) return store::to_string(*rec);
-    if (deadline.expired()) missing();
-    if (pause_ms >= 100) check();
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(pause_ms, deadline.poll_ms(100) + 1)));
-    pause_ms = std::min(pause_ms * 4, 100);
-  }
-}
-
 // Every member's record ("pid fd"), own included. Each member publishes its
 // own under prefix<rank>; the group's first member reads them all and
 // publishes them as one key, prefix "all", which the others read: a
 // member's store operations stay the same few whatever the group's size
 // (bench/store_ops.sh). Where the first member fails while gathering, it
-// writes "!<error code> <world rank>\t<why>" there instead, so the others
+// writes "!" and its error there instead (error_record.hpp), so the others
 // fail as it did, naming the member it waited for, not it.
 std::vector<std::string> gather_records(store::Store& store, const std::string& prefix, const std::string& own,
                                         const std::vector<int>& world, int me, Deadline deadline,
@@ -68,14 +52,14 @@ std::vector<std::string> gather_records(store::Store& store, const std::string& 
   if (me == 0) {
     try {
       for (int q = 1; q < n; ++q)
-        records[static_cast<std::size_t>(q)] = wait_key(
+        records[static_cast<std::size_t>(q)] = store::to_string(await_record(
             store, prefix + std::to_string(q), deadline, [&] { check_alive(wr(q)); },
-            [&] { never_published(q); });
+            [&] { never_published(q); }));
     } catch (const Error& e) {
       // Tell the others whom this member waited for, then fail as it does.
       try {
-        store.set(prefix + "all", store::to_bytes(fmt::format("!{} {}\t{}", static_cast<int>(e.code()),
-                                                               e.peer() >= 0 ? e.peer() : wr(0), e.what())));
+        store.set(prefix + "all",
+                  store::to_bytes("!" + error_record_text({e.code(), e.peer() >= 0 ? e.peer() : wr(0), wr(0), e.what()})));
       } catch (const Error&) {
       }
       throw;
@@ -85,7 +69,7 @@ std::vector<std::string> gather_records(store::Store& store, const std::string& 
     store.set(prefix + "all", store::to_bytes(all));
     return records;
   }
-  const std::string all = wait_key(
+  const std::string all = store::to_string(await_record(
       store, prefix + "all", deadline, [&] { check_alive(wr(0)); },
       [&] {
         // The first member's deadline is about ours: rather than wait for
@@ -96,15 +80,13 @@ std::vector<std::string> gather_records(store::Store& store, const std::string& 
         fail_peer(ErrorCode::Timeout, wr(0),
                   "one-sided window: rank {} did not publish the group's shared-memory blocks before the deadline",
                   wr(0));
-      });
-  if (!all.empty() && all[0] == '!') {  // "!<code> <world rank>\t<what>": the first member's failure
-    int fields[2] = {static_cast<int>(ErrorCode::PeerFailure), wr(0)};
-    const auto tab = all.find('\t');
-    if (tab == std::string::npos || !parse_ints(std::string_view(all).substr(1, tab - 1), fields))
-      fields[0] = static_cast<int>(ErrorCode::PeerFailure), fields[1] = wr(0);
-    const bool known = fields[0] == static_cast<int>(ErrorCode::Timeout) || fields[0] == static_cast<int>(ErrorCode::PeerFailure);
-    throw Error(known ? static_cast<ErrorCode>(fields[0]) : ErrorCode::PeerFailure,
-                tab == std::string::npos ? all.substr(1) : all.substr(tab + 1), fields[1]);
+      }));
+  if (!all.empty() && all[0] == '!') {  // "!" and the first member's error (error_record.hpp)
+    const int bound = *std::max_element(world.begin(), world.end()) + 1;
+    const auto f = parse_error_record(std::string_view(all).substr(1), bound, {ErrorCode::Timeout, ErrorCode::PeerFailure});
+    if (!f || std::find(world.begin(), world.end(), f->named) == world.end())
+      fail_peer(ErrorCode::PeerFailure, wr(0), "one-sided window: rank {} failed while gathering the group's records", wr(0));
+    throw Error(f->code, f->what, f->named);
   }
   std::size_t pos = 0;
   for (int q = 0; q < n; ++q) {

@@ -57,6 +57,9 @@ class Connection final : public EventSource {
   void adopt_partial(std::unique_ptr<Unexpected> u);
   // Reads again after the host held this peer back (TcpTransport::resume).
   void resume();
+  // Reads what has arrived, now (TcpTransport::connection_broken: what a
+  // peer sent before it reset the connection).
+  void read_now() { read_ready(); }
   // Withdraws r's frame: true unless payload bytes of r's are partly
   // written (or r has no frame here).
   bool unqueue(Request& r);

@@ -417,6 +417,22 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
     retire(c);
     return;
   }
+  // A send that failed (the peer exited with our data unread, so its kernel
+  // reset the connection) can come before we have read what the peer sent
+  // last: its goodbye, which says the failure it learned of first, and
+  // which is why it left. The kernel still hands out what arrived before
+  // the reset: read it first, and name that failure first.
+  if (!draining_ && peer >= 0) {
+    draining_ = true;
+    std::vector<Connection*> theirs;
+    for (auto& o : conns_)
+      if (o->peer() == peer) theirs.push_back(o.get());
+    for (Connection* o : theirs)
+      if (!o->closed()) o->read_now();
+    draining_ = false;
+  }
+  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
+    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
   // The job aborts: every request, this connection's included, fails with the
   // one abort error (which names the root cause once it is known).
   host_.peer_failed(peer, why);
@@ -441,6 +457,9 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
       if (o->dialed() && o->peer() == peer) ours.push_back(o.get());
     for (Connection* o : ours) fail_requests_of(*o, e);
     for (Connection* o : ours) retire(*o);
+    // Announced sends wait for a CTS it will not send: it left after its
+    // last op, so it never posted their receives.
+    complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
     return;
   }
   auto e = std::make_exception_ptr(Error(
@@ -451,7 +470,23 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
   // With several sockets from the peer (BRAID_TCP_SOCKETS) one may end
   // before another has brought in all it carried: the peer has left once
   // the last one has.
-  if (incoming_[static_cast<std::size_t>(peer)] == 0) host_.peer_left(peer);
+  if (incoming_[static_cast<std::size_t>(peer)] == 0) {
+    // Receives it was told to send (CTS) get no DATA now.
+    complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
+    host_.peer_left(peer);
+  }
+}
+
+void TcpTransport::complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,
+                               const std::function<bool(const Request&)>& belongs) {
+  for (auto it = tokens.begin(); it != tokens.end();) {
+    if (belongs(*it->second)) {
+      host_.complete(*it->second, e);
+      it = tokens.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void TcpTransport::drop_peer(int peer) {
@@ -462,7 +497,9 @@ void TcpTransport::drop_peer(int peer) {
 }
 
 void TcpTransport::heard_goodbye(int peer, std::uint64_t word) {
-  if (peer >= 0 && peer < cfg_.world_size) bye_knew_[static_cast<std::size_t>(peer)] = word;
+  if (peer < 0 || peer >= cfg_.world_size) return;
+  bye_knew_[static_cast<std::size_t>(peer)] = word;
+  host_.peer_said_goodbye(peer);
 }
 
 int TcpTransport::knew_failed(int peer) const {
@@ -475,18 +512,8 @@ void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
   if (!first_failed_ && peer != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(peer) + 1;
   for (auto& c : conns_)
     if (c->peer() == peer) fail_requests_of(*c, e);
-  auto fail_of = [&](auto& tokens, auto belongs) {
-    for (auto it = tokens.begin(); it != tokens.end();) {
-      if (belongs(*it->second)) {
-        host_.complete(*it->second, e);
-        it = tokens.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-  fail_of(rts_out_, [&](const Request& r) { return r.peer == peer; });
-  fail_of(rdv_in_, [&](const Request& r) { return r.source == peer; });
+  complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
+  complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
   drop_peer(peer);
 }
 

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -107,6 +108,9 @@ class TcpTransport final : public Transport, private EventSource {
                 const Refusal* refused = nullptr);
   Connection* live(std::uint64_t id) const;
   void connection_broken(Connection& c, const std::string& why);
+  // Completes with `e` (and forgets) the requests of `tokens` that belong.
+  void complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,
+                   const std::function<bool(const Request&)>& belongs);
   void connection_closed_cleanly(Connection& c);
   void retire(Connection& c);
   void fail_requests_of(Connection& c, const std::exception_ptr& e);
@@ -127,6 +131,7 @@ class TcpTransport final : public Transport, private EventSource {
   std::vector<std::size_t> turn_;                   // per peer, the socket the next DATA starts on
   std::vector<int> incoming_;     // count of live accepted connections per peer
   std::uint32_t first_failed_ = 0;     // 1 + the first rank fail_peer was told of; our goodbye says it
+  bool draining_ = false;              // connection_broken reads what a broken peer sent last
   std::vector<std::uint64_t> bye_knew_;  // per peer, what its goodbye said (heard_goodbye)
 
   std::unordered_map<std::uint64_t, Request*> rts_out_;  // sends awaiting CTS

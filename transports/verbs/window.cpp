@@ -10,6 +10,7 @@
 
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
+#include "transports/await_record.hpp"
 #include "transports/verbs/queue_pair.hpp"
 #include "transports/verbs/window_layout.hpp"
 #include "transports/verbs/window_record.hpp"
@@ -22,21 +23,18 @@ std::string key(std::uint32_t group, int rank, const char* suffix = "") {
   return fmt::format("osv/{}/{}{}", group, rank, suffix);
 }
 
-// Waits for a peer's record, calling check_alive while it is missing, so a
-// peer that died before publishing is named within the deadline.
-store::Bytes await_record(store::Store& store, const std::string& k, int world_rank, Deadline deadline,
-                          const std::function<void(int)>& check_alive, const char* what) {
-  std::optional<store::Bytes> rec;
-  while (!(rec = store.try_get(k))) {
-    if (deadline.expired())
-      fail_peer(ErrorCode::Timeout, world_rank,
-                "RDMA window: rank {} did not {} before the deadline (a rank that passed other counts than this "
-                "one may run the call as messages instead)",
-                world_rank, what);
-    check_alive(world_rank);
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, deadline.poll_ms(20) + 1)));
-  }
-  return std::move(*rec);
+// A peer's record, check_alive asked while it is missing, so a peer that
+// died before publishing is named within the deadline.
+store::Bytes peer_record(store::Store& store, const std::string& k, int world_rank, Deadline deadline,
+                         const std::function<void(int)>& check_alive, const char* what) {
+  return await_record(
+      store, k, deadline, [&] { check_alive(world_rank); },
+      [&] {
+        fail_peer(ErrorCode::Timeout, world_rank,
+                  "RDMA window: rank {} did not {} before the deadline (a rank that passed other counts than this "
+                  "one may run the call as messages instead)",
+                  world_rank, what);
+      });
 }
 
 }  // namespace
@@ -87,7 +85,7 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
   // Theirs: check every field before it reaches the adapter.
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
-    const store::Bytes r = await_record(store, key(group_id, q), world_rank(q), deadline, check_alive, "publish its RDMA window");
+    const store::Bytes r = peer_record(store, key(group_id, q), world_rank(q), deadline, check_alive, "publish its RDMA window");
     std::string why;
     const auto theirs = read_window_record(r, {group_id, n, q, me, block_bytes_}, &why);
     if (!theirs) fail_peer(ErrorCode::Transport, world_rank(q), "RDMA window: rank {}: {}", world_rank(q), why);
@@ -99,7 +97,7 @@ Window::Window(store::Store& store, std::uint32_t group_id, std::vector<int> wor
   // Nobody WRITEs before every peer's QP can receive.
   store.set(key(group_id, me, "/up"), store::to_bytes("1"));
   for (int q = 0; q < n; ++q)
-    if (q != me) (void)await_record(store, key(group_id, q, "/up"), world_rank(q), deadline, check_alive, "connect its RDMA window");
+    if (q != me) (void)peer_record(store, key(group_id, q, "/up"), world_rank(q), deadline, check_alive, "connect its RDMA window");
 
   std::vector<const onesided::LedgerBlock*> ledgers(static_cast<std::size_t>(n), nullptr);
   for (int q = 0; q < n; ++q)

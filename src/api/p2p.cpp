@@ -30,6 +30,25 @@ std::exception_ptr blame_leaver(Engine& e, std::uint32_t group_id, std::exceptio
   return err;
 }
 
+// A point-to-point op that timed out waiting on its peer: where each rank
+// is (positions.hpp), and, where the peer itself waits on another (a
+// host-mate waiting on a stopped rank, or across a cut link), that rank at
+// the end of who waits on whom is the one named.
+std::exception_ptr diagnose_timeout(Engine& e, const detail::GroupImpl& g, std::exception_ptr err, const Request& r,
+                                    const char* what) {
+  if (!err || r.peer < 0) return err;
+  try {
+    std::rethrow_exception(err);
+  } catch (const Error& x) {
+    if (x.code() != ErrorCode::Timeout) return err;
+    int behind = -1, end = -1;
+    const std::string where = diagnose(e, g, next_call_number(g), what, r.bytes, &behind, {r.peer}, &end);
+    return std::make_exception_ptr(Error(ErrorCode::Timeout, x.what() + where, end >= 0 ? end : x.peer()));
+  } catch (...) {
+  }
+  return err;
+}
+
 // Hang diagnosis (positions.hpp) for a point-to-point op: once a wait on
 // it has lasted PositionPublisher::kPublishAfter, it says on its group that
 // this rank waits on the peer, under the number of the group's next call,
@@ -86,11 +105,17 @@ struct P2PWork final : detail::WorkState {
   }
   bool test() override { return engine->test(req) && settle_device(Deadline{Clock::now()}); }
   std::exception_ptr error() override {
-    if (auto e = engine->translate(req.error, req))
-      return blame_leaver(*engine, group_id, e, req.kind == Request::Kind::Send ? "isend" : "irecv");
+    if (auto e = engine->translate(req.error, req)) {
+      const char* what = req.kind == Request::Kind::Send ? "isend" : "irecv";
+      // Diagnosed once: the store is read at most once per op.
+      if (!diagnosed) diagnosed = diagnose_timeout(*engine, *group, blame_leaver(*engine, group_id, e, what), req, what);
+      return diagnosed;
+    }
     return staging ? staging->error() : nullptr;
   }
   std::uint32_t group_id = 0;
+  std::shared_ptr<const detail::GroupImpl> group;  // for the diagnosis of a timeout
+  std::exception_ptr diagnosed;
   P2PPosition position;
   int source() override { return req.source; }
   std::int64_t received_count() override {
@@ -121,7 +146,7 @@ void wait_blaming_leaver(Engine& e, Request& r, Deadline d, const detail::GroupI
     P2PPosition(g, what).wait(e, r, d);
     e.wait(r, d);
   } catch (const Error&) {
-    std::rethrow_exception(blame_leaver(e, g.id, std::current_exception(), what));
+    std::rethrow_exception(diagnose_timeout(e, g, blame_leaver(e, g.id, std::current_exception(), what), r, what));
   }
 }
 
@@ -135,6 +160,7 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   w->elem = t.element_size();
   const auto& g = op_group(o, op);
   w->group_id = g.id;
+  w->group = (o.group ? *o.group : c.world).impl();
   w->position = P2PPosition(g, op);
   if (staging->active()) {
     // An isend of device memory posts once the data is on the host: it waits

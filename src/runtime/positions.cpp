@@ -189,11 +189,18 @@ void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
 }
 
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {
+  const auto bytes = static_cast<std::uint64_t>(c.plan->plan->args.count) * c.plan->plan->args.elem_size;
+  return diagnose(e, *c.group, call_number(c), c.what, bytes, behind, waited_for);
+}
+
+std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end) {
   *behind = -1;
+  if (chain_end) *chain_end = -1;
   store::CallCap cap(Deadline::after(kStoreCallLimit));  // all of it: publish and read
   try {
-    PositionPublisher(c).publish(e, waited_for);
-    const auto ps = read_positions(e.store(), c.group->id, c.group->ranks);
+    publish_position(e, g.id, g.my_rank, call, what, bytes, waited_for);
+    const auto ps = read_positions(e.store(), g.id, g.ranks);
     // Among the ranks behind, a stopped one (this host) is the likeliest
     // cause, then one this call waited on.
     std::uint64_t top = 0;
@@ -210,7 +217,6 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
     // That wins over the ranks merely behind: a rank that never waited long
     // was never seen.
     if (!waited_for.empty()) {
-      const auto& g = *c.group;
       std::vector<int> host_of(static_cast<std::size_t>(e.world_size()), -1);
       for (std::size_t q = 0; q < g.ranks.size() && q < g.host_of.size(); ++q)
         host_of[static_cast<std::size_t>(g.ranks[q])] = g.host_of[q];
@@ -218,6 +224,7 @@ std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vecto
       const int end = follow_waits(ps, top, waited_for.front(), e.rank(), host_of, mine, stopped);
       if (end >= 0 && end != waited_for.front()) {
         *behind = end;
+        if (chain_end) *chain_end = end;
         where += fmt::format("; rank {} waits in turn on rank {}", waited_for.front(), end);
       }
     }

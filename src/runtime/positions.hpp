@@ -113,5 +113,10 @@ int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, 
 // and returns " (positions: ...)", naming in *behind the rank furthest
 // behind, or -1. Never throws (the store may be gone).
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for = {});
+// The same for any op of group g: call #call (a point-to-point op: the
+// group's next call), `what` on `bytes`; *chain_end, where given, gets the
+// end of who waits on whom when it is not the rank waited on, else -1.
+std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
+                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end = nullptr);
 
 }  // namespace braid

@@ -108,13 +108,12 @@ struct P2PWork final : detail::WorkState {
     if (auto e = engine->translate(req.error, req)) {
       const char* what = req.kind == Request::Kind::Send ? "isend" : "irecv";
       // Diagnosed once: the store is read at most once per op.
-      if (!diagnosed) diagnosed = diagnose_timeout(*engine, *group, blame_leaver(*engine, group_id, e, what), req, what);
+      if (!diagnosed) diagnosed = diagnose_timeout(*engine, *group, blame_leaver(*engine, group->id, e, what), req, what);
       return diagnosed;
     }
     return staging ? staging->error() : nullptr;
   }
-  std::uint32_t group_id = 0;
-  std::shared_ptr<const detail::GroupImpl> group;  // for the diagnosis of a timeout
+  std::shared_ptr<const detail::GroupImpl> group;  // its op's (blame_leaver, the diagnosis of a timeout)
   std::exception_ptr diagnosed;
   P2PPosition position;
   int source() override { return req.source; }
@@ -159,7 +158,6 @@ Work start_async(const Tensor& t_arg, int peer, bool is_send, const OpOptions& o
   const Deadline d = prepare(w->req, t, peer, is_send, o, op);
   w->elem = t.element_size();
   const auto& g = op_group(o, op);
-  w->group_id = g.id;
   w->group = (o.group ? *o.group : c.world).impl();
   w->position = P2PPosition(g, op);
   if (staging->active()) {

@@ -19,6 +19,13 @@ constexpr std::size_t kMaxAwaits = 16;  // ranks a position names at most
 
 std::uint64_t call_number(const ExecCall& c) { return c.seq + c.ticket + 1; }
 
+namespace {
+// The bytes a call's position says it carries.
+std::uint64_t call_bytes(const ExecCall& c) {
+  return static_cast<std::uint64_t>(c.plan->plan->args.count) * c.plan->plan->args.elem_size;
+}
+}  // namespace
+
 std::string position_key(std::uint32_t group_id, int group_rank) {
   return fmt::format("pos/{}/{}", group_id, group_rank);
 }
@@ -184,13 +191,11 @@ std::uint64_t next_call_number(const detail::GroupImpl& g) {
 
 void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
   done_ = true;
-  const auto bytes = static_cast<std::uint64_t>(call_.plan->plan->args.count) * call_.plan->plan->args.elem_size;
-  publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, bytes, awaits);
+  publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, call_bytes(call_), awaits);
 }
 
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {
-  const auto bytes = static_cast<std::uint64_t>(c.plan->plan->args.count) * c.plan->plan->args.elem_size;
-  return diagnose(e, *c.group, call_number(c), c.what, bytes, behind, waited_for);
+  return diagnose(e, *c.group, call_number(c), c.what, call_bytes(c), behind, waited_for);
 }
 
 std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
@@ -205,9 +210,14 @@ std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, 
     // cause, then one this call waited on.
     std::uint64_t top = 0;
     for (const auto& p : ps) top = std::max(top, p.call);
+    // Stopped: only a host-mate can be seen so (one store read each), so
+    // only they are asked, where the group knows its hosts.
+    const int mine = static_cast<std::size_t>(g.my_rank) < g.host_of.size() ? g.host_of[static_cast<std::size_t>(g.my_rank)] : -1;
     std::vector<int> stopped;
-    for (const auto& p : ps)
-      if (p.rank != e.rank() && e.stopped(p.rank)) stopped.push_back(p.rank);
+    for (std::size_t q = 0; q < ps.size(); ++q) {
+      const bool mate = mine < 0 || q >= g.host_of.size() || g.host_of[q] == mine;
+      if (mate && ps[q].rank != e.rank() && e.stopped(ps[q].rank)) stopped.push_back(ps[q].rank);
+    }
     std::vector<int> prefer = stopped;
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
     std::string where = describe_positions(ps, behind, prefer);
@@ -220,7 +230,6 @@ std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, 
       std::vector<int> host_of(static_cast<std::size_t>(e.world_size()), -1);
       for (std::size_t q = 0; q < g.ranks.size() && q < g.host_of.size(); ++q)
         host_of[static_cast<std::size_t>(g.ranks[q])] = g.host_of[q];
-      const int mine = static_cast<std::size_t>(g.my_rank) < g.host_of.size() ? g.host_of[static_cast<std::size_t>(g.my_rank)] : -1;
       const int end = follow_waits(ps, top, waited_for.front(), e.rank(), host_of, mine, stopped);
       if (end >= 0 && end != waited_for.front()) {
         *behind = end;

@@ -431,8 +431,7 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
       if (!o->closed()) o->read_now();
     draining_ = false;
   }
-  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
-    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
+  note_why_it_left(peer);
   // The job aborts: every request, this connection's included, fails with the
   // one abort error (which names the root cause once it is known).
   host_.peer_failed(peer, why);
@@ -441,9 +440,7 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
 
 void TcpTransport::connection_closed_cleanly(Connection& c) {
   const int peer = c.peer();
-  // A failure it learned of before it left is why it left, maybe: first.
-  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
-    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
+  note_why_it_left(peer);
   // Only the peer's own (dialed) connection carries its messages to us; the
   // goodbye on ours can overtake data still arriving on theirs.
   if (c.dialed()) {
@@ -475,6 +472,11 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
     complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
     host_.peer_left(peer);
   }
+}
+
+void TcpTransport::note_why_it_left(int peer) {
+  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
+    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
 }
 
 void TcpTransport::complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,

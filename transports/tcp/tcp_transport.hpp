@@ -108,6 +108,9 @@ class TcpTransport final : public Transport, private EventSource {
                 const Refusal* refused = nullptr);
   Connection* live(std::uint64_t id) const;
   void connection_broken(Connection& c, const std::string& why);
+  // A failure the peer's goodbye said it learned of is why it left, maybe:
+  // noted first, so that it comes first in the failure log.
+  void note_why_it_left(int peer);
   // Completes with `e` (and forgets) the requests of `tokens` that belong.
   void complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,
                    const std::function<bool(const Request&)>& belongs);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "braid/version.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
+#include "src/common/socket.hpp"
 #include "src/runtime/context.hpp"
 #include "transports/registry.hpp"
 #include "src/runtime/plan_cache.hpp"
@@ -75,11 +77,19 @@ int multicast_rank(detail::MulticastMeeting& meeting, store::Store& st, Millis t
 
 // Hosts the store on host:port, or returns null when the port is taken (a
 // standalone braid-store, or a previous job's store that is still closing):
-// the client then finds out which when it connects.
+// the client then finds out which when it connects. A port taken by no
+// listener is taken for a moment: a peer's connect drew it as its own
+// ephemeral port and met itself (net::connected_to_itself), and lets go.
 std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int port) {
-  auto s = store::TcpStoreServer::try_create(host, port);
-  if (!s) BRAID_INFO("port {} is taken: using the store already serving it", port);
-  return s;
+  const Deadline until = Deadline::after(Millis(1000));
+  for (;;) {
+    if (auto s = store::TcpStoreServer::try_create(host, port)) return s;
+    const Fd probe = net::connect_once(net::resolve(host, port), Deadline::after(Millis(200)));
+    if (probe.valid() || errno != ECONNREFUSED || until.expired()) break;
+    std::this_thread::sleep_for(Millis(10));
+  }
+  BRAID_INFO("port {} is taken: using the store already serving it", port);
+  return nullptr;
 }
 
 }  // namespace

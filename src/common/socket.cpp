@@ -134,11 +134,27 @@ Fd connect_once(const SockAddr& addr, Deadline deadline) {
       return Fd();
     }
   }
+  if (connected_to_itself(fd.get())) {
+    // Let go of the port at once (a reset: no TIME_WAIT), for its listener.
+    linger now{1, 0};
+    setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    errno = ECONNREFUSED;
+    return Fd();
+  }
   // Back to blocking mode: callers that want non-blocking set it themselves.
   int fl = fcntl(fd.get(), F_GETFL, 0);
   fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
   set_nodelay(fd.get());
   return fd;
+}
+
+bool connected_to_itself(int fd) {
+  sockaddr_storage mine{}, theirs{};
+  socklen_t ml = sizeof mine, tl = sizeof theirs;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &ml) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &tl) != 0)
+    return false;
+  return ml == tl && std::memcmp(&mine, &theirs, ml) == 0;
 }
 
 Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what, bool refused_is_final) {

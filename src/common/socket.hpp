@@ -41,7 +41,13 @@ Fd try_listen_on(const SockAddr& addr, int backlog = 512);
 // lost SYN (a full backlog) is still waited out.
 Fd connect_retry(const SockAddr& addr, Deadline deadline, const std::string& what, bool refused_is_final = false);
 // One attempt, bounded by the deadline; returns an invalid Fd and sets errno.
+// A socket that connected to itself counts as refused (connected_to_itself).
 Fd connect_once(const SockAddr& addr, Deadline deadline);
+// Whether a connected socket's two ends are one address and port: a connect
+// to a local port nobody listens on that drew that very port as its own
+// ephemeral port meets itself (TCP's simultaneous open). It then holds the
+// port that its listener, starting a moment later, needs.
+bool connected_to_itself(int fd);
 
 // Blocking transfers on a socket of either mode, bounded by the deadline.
 // Throw braid::Error (Timeout, PeerFailure on EOF, Transport otherwise).

@@ -5,12 +5,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include "src/common/socket.hpp"
 #include "src/runtime/context.hpp"
 #include "cuda_kernels/cuda.hpp"
 #include "src/runtime/cpu_sets.hpp"
@@ -85,6 +89,58 @@ TEST_CASE("tcp:// with given ranks and with ranks assigned by arrival", "[init]"
     INFO("automatic=" << automatic << ": " << describe(res));
     REQUIRE(all_ok(res));
   }
+}
+
+TEST_CASE("rank 0 hosts the store on a port that a connect meeting itself held for a moment", "[init]") {
+  // A connect to a local port nobody listens on may draw that port as its
+  // own ephemeral port and meet itself (seen in chaos: a rank dialing the
+  // store before rank 0 listened). The port is then taken, by no listener,
+  // until that socket closes: rank 0 must not take it for a braid-store.
+  auto res = run_ranks(1, [](int, int) {
+    const int port = free_port();
+    const auto addr = braid::net::resolve("127.0.0.1", port);
+    braid::Fd self(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    RANK_CHECK(::bind(self.get(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) == 0);
+    RANK_CHECK(::connect(self.get(), reinterpret_cast<const sockaddr*>(&addr.ss), addr.len) == 0);
+    RANK_CHECK(braid::net::connected_to_itself(self.get()));
+    RANK_CHECK(!braid::net::try_listen_on(addr).valid());  // taken, though nothing listens
+    // A client's connect_once sees such a socket as refused, so it lets go
+    // of the port at once; here it lets go 300 ms into rank 0's init.
+    std::thread let_go([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      linger now{1, 0};
+      ::setsockopt(self.get(), SOL_SOCKET, SO_LINGER, &now, sizeof now);
+      self.reset();
+    });
+    std::string failed;
+    bool hosted = false;
+    try {
+      braid::init_process_group({.backend = test_backend(), .init_method = "tcp://127.0.0.1:" + std::to_string(port),
+                                 .rank = 0, .world_size = 1, .timeout = std::chrono::seconds(5)});
+      hosted = braid::context().server != nullptr;  // here, not taken for another's
+      int v = 7;
+      braid::all_reduce(braid::tensor(&v, 1));
+      braid::destroy_process_group();
+    } catch (const braid::Error& e) {
+      failed = e.what();
+    }
+    let_go.join();
+    RANK_CHECK_MSG(failed.empty(), failed);
+    RANK_CHECK(hosted);
+    // An ordinary connection is not one that met itself.
+    braid::Fd listener = braid::net::listen_on(braid::net::resolve("127.0.0.1", 0));
+    sockaddr_storage at{};
+    socklen_t len = sizeof at;
+    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&at), &len);
+    braid::net::SockAddr to;
+    std::memcpy(&to.ss, &at, len);
+    to.len = len;
+    braid::Fd other = braid::net::connect_once(to, braid::Deadline::after(std::chrono::seconds(2)));
+    RANK_CHECK(other.valid());
+    RANK_CHECK(!braid::net::connected_to_itself(other.get()));
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
 }
 
 TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart", "[init]") {

@@ -175,6 +175,10 @@ class Transport {
   // may have given up and exited because of that rank: with the store's
   // host among the dead, the failure log that would order the two is gone.
   virtual int knew_failed(int /*peer*/) const { return -1; }
+  // This rank leaves on an error that named `rank` (Engine::leaving_word),
+  // just before shutdown(): where it learned of no failure, its word to
+  // peers (knew_failed's) says that rank.
+  virtual void leaving_because_of(int /*rank*/) {}
   // Says goodbye to every peer and closes (destroy_process_group).
   virtual void shutdown() = 0;
   // Fails every request this transport holds (job abort).

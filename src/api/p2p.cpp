@@ -49,6 +49,21 @@ std::exception_ptr diagnose_timeout(Engine& e, const detail::GroupImpl& g, std::
   return err;
 }
 
+// The error a failed point-to-point op gives its caller: the leaver's
+// culprit, or the end of the chain of waits; the rank it names is what this
+// rank says, should it leave now, of why (Engine::leaving_word).
+std::exception_ptr explain(Engine& e, const detail::GroupImpl& g, std::exception_ptr err, const Request& r,
+                           const char* what) {
+  err = diagnose_timeout(e, g, blame_leaver(e, g.id, err, what), r, what);
+  try {
+    if (err) std::rethrow_exception(err);
+  } catch (const Error& x) {
+    e.note_gave_up(x.peer());
+  } catch (...) {
+  }
+  return err;
+}
+
 // Hang diagnosis (positions.hpp) for a point-to-point op: once a wait on
 // it has lasted PositionPublisher::kPublishAfter, it says on its group that
 // this rank waits on the peer, under the number of the group's next call,
@@ -108,7 +123,7 @@ struct P2PWork final : detail::WorkState {
     if (auto e = engine->translate(req.error, req)) {
       const char* what = req.kind == Request::Kind::Send ? "isend" : "irecv";
       // Diagnosed once: the store is read at most once per op.
-      if (!diagnosed) diagnosed = diagnose_timeout(*engine, *group, blame_leaver(*engine, group->id, e, what), req, what);
+      if (!diagnosed) diagnosed = explain(*engine, *group, e, req, what);
       return diagnosed;
     }
     return staging ? staging->error() : nullptr;
@@ -145,7 +160,7 @@ void wait_blaming_leaver(Engine& e, Request& r, Deadline d, const detail::GroupI
     P2PPosition(g, what).wait(e, r, d);
     e.wait(r, d);
   } catch (const Error&) {
-    std::rethrow_exception(diagnose_timeout(e, g, blame_leaver(e, g.id, std::current_exception(), what), r, what));
+    std::rethrow_exception(explain(e, g, std::current_exception(), r, what));
   }
 }
 

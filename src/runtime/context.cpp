@@ -20,16 +20,17 @@ Context::~Context() {
   // Leaving (a rank that caught an error returns from main) after learning
   // of a failure: say which in the world group's window, where a local
   // peer waiting on this rank looks once it finds it gone.
+  int why = -1;
   try {
+    if (!destroyed && engine) why = engine->leaving_word();
     if (!destroyed && engine && world.valid())
-      if (onesided::Window* w = ready_window(*world.impl()))
-        w->ledger().knew_failed(engine->first_failed());
+      if (onesided::Window* w = ready_window(*world.impl())) w->ledger().knew_failed(why);
   } catch (...) {
   }
   if (destroyed || !server) return;
   try {
     runner.reset();
-    if (engine) engine->shutdown();  // publishes its failures, says goodbye
+    if (engine) engine->shutdown(why);  // publishes its failures, says goodbye (and why)
     engine.reset();
     store.reset();  // this process's own connections to the store close
     server->linger(std::min(timeout, Millis(10000)));

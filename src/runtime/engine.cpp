@@ -476,7 +476,7 @@ void Engine::async_loop() {
   }
 }
 
-void Engine::shutdown() {
+void Engine::shutdown(int why) {
   {
     std::unique_lock lk(mu_);
     if (stopping_) return;
@@ -489,6 +489,7 @@ void Engine::shutdown() {
   // Publish failures found here so that others learn of them even if we exit now.
   publish_failures(lk);
   for (Transport* t : all_) {
+    if (why >= 0 && why < cfg_.world_size && why != cfg_.rank) t->leaving_because_of(why);
     t->shutdown();
     t->reap();
   }

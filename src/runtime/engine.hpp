@@ -186,13 +186,22 @@ class Engine final : public TransportHost {
   int failed_count();
   // The first other rank in the failure log's order that failed, or -1.
   int first_failed();
+  // An op of this rank gave up (its error reached the caller) naming
+  // `named`: the first such rank is kept for leaving_word().
+  void note_gave_up(int named);
+  // Why this rank leaves, should it leave on an error: the first failure it
+  // learned of, else the rank its first give-up named (a timeout names no
+  // failure, only whom it waited on); -1 if neither.
+  int leaving_word();
   // A store call outside the engine failed with `e` (agreement): when the
   // store is unreachable, the job is over as the watchdog would find it
   // (naming rank 0, its host); other errors are rethrown as they are.
   [[noreturn]] void store_call_failed(const Error& e);
 
-  // Says goodbye to every peer and stops the background thread.
-  void shutdown();
+  // Says goodbye to every peer and stops the background thread. A rank that
+  // leaves on an error passes leaving_word(): its goodbye says that rank,
+  // where it names no failure, for peers left waiting on this rank.
+  void shutdown(int why = -1);
 
  private:
   // Whether `peer` set its goodbye key (store read, capped at 1 s).
@@ -319,6 +328,7 @@ class Engine final : public TransportHost {
   std::unordered_set<std::uint32_t> poisoned_;
   std::vector<char> left_;       // peers that said goodbye
   std::vector<char> bye_heard_;  // peers whose goodbye arrived, with their messages perhaps not all in
+  int gave_up_named_ = -1;       // note_gave_up's first rank
   std::function<int(int)> window_word_;  // set_window_word
 
   // Async ops: counted so the background thread sleeps when idle.

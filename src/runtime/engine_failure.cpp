@@ -184,8 +184,16 @@ void Engine::abort_locked(const std::string& reason, int peer) {
 
 void Engine::store_lost_locked(const std::string& why) {
   // Rank 0 hosts the store unless an external braid-store does: it is the
-  // rank to name (survivors cannot go on without a store).
+  // rank to name (survivors cannot go on without a store), unless it left on
+  // a failure it knew of or a rank it gave up on, as its word (a goodbye,
+  // its segment) says: that rank is the cause, and the store went after.
+  note_what_it_knew_locked(0);
   note_failure_locked(0, fmt::format("the store it hosts became unreachable ({})", why), false);
+  for (const Failure& f : failures_)
+    if (f.rank != 0 && f.rank != cfg_.rank)
+      return abort_locked(fmt::format("rank {} failed: {}; rank 0, which hosts the store, left after it (the store "
+                                      "became unreachable: {})", f.rank, f.reason, why),
+                          f.rank);
   abort_locked(fmt::format("rank 0 failed: the store became unreachable ({}); rank 0 hosts it", why), 0);
 }
 
@@ -246,6 +254,17 @@ int Engine::first_failed() {
   for (const Failure& f : failures_)
     if (f.rank != cfg_.rank) return f.rank;
   return -1;
+}
+
+void Engine::note_gave_up(int named) {
+  std::lock_guard lk(mu_);
+  if (gave_up_named_ < 0 && named >= 0 && named < cfg_.world_size && named != cfg_.rank) gave_up_named_ = named;
+}
+
+int Engine::leaving_word() {
+  const int q = first_failed();
+  std::lock_guard lk(mu_);
+  return q >= 0 ? q : gave_up_named_;
 }
 
 int Engine::failed_count() {

@@ -46,6 +46,7 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
   try {
     std::rethrow_exception(why);
   } catch (const Error& x) {
+    e.note_gave_up(x.peer());
     if (x.code() != ErrorCode::InvalidArgument && x.code() != ErrorCode::Timeout) return;
     store::CallCap cap(Deadline::after(kStoreCallLimit));
     try {

@@ -466,12 +466,16 @@ int ShmTransport::knew_failed(int p) const {
   return knew > 0 && knew <= static_cast<std::uint64_t>(cfg_.world_size) && q != p && q != cfg_.rank ? q : -1;
 }
 
-void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
-  // For peers that find this rank gone later (on_peer_exit).
+void ShmTransport::leaving_because_of(int rank) {
+  // For peers that find this rank gone later (on_peer_exit), or hear its goodbye.
   std::uint32_t none = 0;
-  if (p != cfg_.rank)
-    own_.header()->first_failed.compare_exchange_strong(none, static_cast<std::uint32_t>(p) + 1,
+  if (rank >= 0 && rank != cfg_.rank)
+    own_.header()->first_failed.compare_exchange_strong(none, static_cast<std::uint32_t>(rank) + 1,
                                                          std::memory_order_release, std::memory_order_relaxed);
+}
+
+void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
+  leaving_because_of(p);
   fail_sends_to(p, e);
   drop_peer(p);
 }

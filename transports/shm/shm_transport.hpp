@@ -58,6 +58,7 @@ class ShmTransport final : public Transport {
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
+  void leaving_because_of(int rank) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
 

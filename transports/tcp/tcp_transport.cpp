@@ -510,6 +510,10 @@ int TcpTransport::knew_failed(int peer) const {
   return w > 0 && w <= static_cast<std::uint64_t>(cfg_.world_size) && q != peer && q != cfg_.rank ? q : -1;
 }
 
+void TcpTransport::leaving_because_of(int rank) {
+  if (!first_failed_ && rank >= 0 && rank != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(rank) + 1;
+}
+
 void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
   if (!first_failed_ && peer != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(peer) + 1;
   for (auto& c : conns_)

@@ -63,6 +63,7 @@ class TcpTransport final : public Transport, private EventSource {
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
+  void leaving_because_of(int rank) override;
   // The peer's goodbye carried `word`: 1 + the first rank it had learned
   // had failed, or 0 (Transport::knew_failed).
   void heard_goodbye(int peer, std::uint64_t word);

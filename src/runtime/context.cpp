@@ -18,8 +18,9 @@ std::shared_ptr<Context> g_context;
 
 Context::~Context() {
   // Leaving (a rank that caught an error returns from main) after learning
-  // of a failure: say which in the world group's window, where a local
-  // peer waiting on this rank looks once it finds it gone.
+  // of a failure, or giving up on a rank: say which in the world group's
+  // window, where a local peer waiting on this rank looks once it finds it
+  // gone, and in the goodbye (Engine::leaving_word).
   int why = -1;
   try {
     if (!destroyed && engine) why = engine->leaving_word();
@@ -27,10 +28,11 @@ Context::~Context() {
       if (onesided::Window* w = ready_window(*world.impl())) w->ledger().knew_failed(why);
   } catch (...) {
   }
-  if (destroyed || !server) return;
+  if (destroyed) return;
   try {
     runner.reset();
     if (engine) engine->shutdown(why);  // publishes its failures, says goodbye (and why)
+    if (!server) return;
     engine.reset();
     store.reset();  // this process's own connections to the store close
     server->linger(std::min(timeout, Millis(10000)));

@@ -397,38 +397,41 @@ TEST_CASE("a large send to a rank that gave up and left fails at once, naming th
 }
 
 TEST_CASE("a rank that timed out and left on its error says whom it gave up on", "[failure]") {
-  // Rank 0 hosts the store, times out receiving from rank 2 (which stays
-  // out), and leaves on that error without destroy_process_group, taking
-  // the store along. Rank 1, receiving from rank 0, learns only that rank 0
-  // left: its goodbye must say it gave up on rank 2 (a timeout names no
-  // failure), so that rank 1 names rank 2, not a rank that merely left.
-  int out[2];
-  REQUIRE(::pipe(out) == 0);
-  auto res = run_ranks(3, [&](int rank, int) {
-    init_env();
-    float x = 1.0f;
-    auto one = braid::tensor(&x, 1);
-    braid::all_reduce(one);  // every pair connected
-    if (rank == 0) {
-      auto e = expect_error([&] { braid::recv(one, 2, {.timeout = std::chrono::milliseconds(1000)}); },
-                            ErrorCode::Timeout, "rank 2");
-      RANK_CHECK_MSG(e.peer() == 2, e.what());
-    } else if (rank == 1) {
-      auto e = expect_error([&] { braid::recv(one, 0, {.timeout = std::chrono::seconds(30)}); }, ErrorCode::PeerFailure,
-                            "rank 2");
-      RANK_CHECK_MSG(e.peer() == 2, e.what());
-      char byte = 1;
-      RANK_CHECK(::write(out[1], &byte, 1) == 1);
-    } else {
-      char byte = 0;
-      RANK_CHECK(::read(out[0], &byte, 1) == 1);  // until rank 1 has its error
-    }
-    braid::take_context().reset();  // leaves as a rank returning from main on an error does
-  });
-  ::close(out[0]);
-  ::close(out[1]);
-  INFO(describe(res));
-  REQUIRE(all_ok(res));
+  // The leaver times out receiving from rank 2 (which stays out) and leaves
+  // on that error without destroy_process_group; the waiter, receiving from
+  // the leaver, learns only that it left. Its goodbye must say it gave up on
+  // rank 2 (a timeout names no failure, and a point-to-point op leaves no
+  // record in the store), so that the waiter names rank 2, not a rank that
+  // merely left. Leaver 0 hosts the store and takes it along; leaver 1 does not.
+  for (int leaver : {0, 1}) {
+    int out[2];
+    REQUIRE(::pipe(out) == 0);
+    auto res = run_ranks(3, [&](int rank, int) {
+      init_env();
+      float x = 1.0f;
+      auto one = braid::tensor(&x, 1);
+      braid::all_reduce(one);  // every pair connected
+      if (rank == leaver) {
+        auto e = expect_error([&] { braid::recv(one, 2, {.timeout = std::chrono::milliseconds(1000)}); },
+                              ErrorCode::Timeout, "rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());
+      } else if (rank != 2) {
+        auto e = expect_error([&] { braid::recv(one, leaver, {.timeout = std::chrono::seconds(30)}); },
+                              ErrorCode::PeerFailure, "rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());
+        char byte = 1;
+        RANK_CHECK(::write(out[1], &byte, 1) == 1);
+      } else {
+        char byte = 0;
+        RANK_CHECK(::read(out[0], &byte, 1) == 1);  // until the waiter has its error
+      }
+      braid::take_context().reset();  // leaves as a rank returning from main on an error does
+    });
+    ::close(out[0]);
+    ::close(out[1]);
+    INFO("leaver " << leaver << ": " << describe(res));
+    REQUIRE(all_ok(res));
+  }
 }
 
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {

@@ -45,7 +45,8 @@ int main() {
       return braid::tensor(v.data() + at, static_cast<std::int64_t>(count));
     };
     constexpr long kOps = 11;
-    for (long i = 0;; ++i) {
+    long i = 0;
+    for (;; ++i) {
       const std::size_t c = sizes[i / kOps % 3];
       const int root = static_cast<int>(i / kOps % un);
       const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
@@ -79,7 +80,7 @@ int main() {
       if (i % kOps == 0 && flag[0] > 0) break;
     }
     braid::destroy_process_group();
-    std::printf("CHAOS done ms=%lld\n", unix_ms());
+    std::printf("CHAOS done ms=%lld after op %ld, flag %g\n", unix_ms(), i, static_cast<double>(flag[0]));
     std::fflush(stdout);
     return 0;
   } catch (const braid::Error& e) {

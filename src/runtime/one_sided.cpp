@@ -526,9 +526,9 @@ struct OneSidedRunner {
         if (dev) dev->settle(call.deadline, call.what, [&] { e.check_abort(); });  // the peer may touch what we wrote
         w.signal(s.peer);
         break;
-      case plan::StepKind::Get: get(s); break;
-      case plan::StepKind::GetReduce: get_reduce(s); break;
-      case plan::StepKind::Put: put(s); break;
+      case plan::StepKind::Get: touching(s.peer, [&] { get(s); }); break;
+      case plan::StepKind::GetReduce: touching(s.peer, [&] { get_reduce(s); }); break;
+      case plan::StepKind::Put: touching(s.peer, [&] { put(s); }); break;
       case plan::StepKind::Wait: {
         const Pending p{i, s.peer, w.ledger().consumed()[static_cast<std::size_t>(s.peer)] + static_cast<std::uint32_t>(s.slot) + 1};
         if (!arrived(p)) {
@@ -589,6 +589,28 @@ struct OneSidedRunner {
 
   // A peer marked its window failed (executor.hpp, peer_gave_up).
   [[noreturn]] void gave_up(int peer, const onesided::Failure& f) const { throw_peer_gave_up(e, w, peer, f, call); }
+  // A peer this call waits on or reads from exited: it may have given up
+  // first (its record, its word of a failure), else it is the failure.
+  [[noreturn]] void gone(int peer) {
+    gave_up_watch.now(e);  // it may have given up, then exited
+    left_knowing(e, w, peer);
+    e.peer_gone(w.world_rank(peer), "its process is gone (exited or killed)", call.group->id);
+  }
+  // A peer's memory this call reads or writes (process_vm_readv/writev)
+  // that cannot be reached: the peer gave up on the call and let go of its
+  // buffers, or exited. Its mark in the window, set before it let go, or
+  // its exit says why: that is this call's error, not the copy's.
+  template <class F>
+  void touching(int peer, F&& copy) {
+    try {
+      copy();
+    } catch (const Error& x) {
+      if (x.code() != ErrorCode::Transport && x.code() != ErrorCode::PeerFailure) throw;
+      if (onesided::Failure f; w.ledger().peer_failed(peer, &f)) gave_up(peer, f);
+      if (w.peer_gone(peer)) gone(peer);
+      throw;
+    }
+  }
 
   // Until some pending Wait is satisfied: poll a bounded time (yielding the
   // CPU when ranks outnumber CPUs), then sleep on the doorbell in slices,
@@ -631,9 +653,7 @@ struct OneSidedRunner {
         }
         if (w.peer_gone(p.peer)) {
           if (reap()) return;
-          gave_up_watch.now(e);  // it may have given up, then exited
-          left_knowing(e, w, p.peer);
-          e.peer_gone(w.world_rank(p.peer), "its process is gone (exited or killed)", call.group->id);
+          gone(p.peer);
         }
         // The peer runs this very call as a message plan on the engine (it
         // passed other counts).

@@ -434,6 +434,49 @@ TEST_CASE("a rank that timed out and left on its error says whom it gave up on",
   }
 }
 
+TEST_CASE("a one-sided read of a buffer its owner let go of on giving up names the owner's culprit", "[failure]") {
+  // Shared memory, a peer_read all_gather (each rank reads the others'
+  // inputs in place, by process_vm_readv). Rank 1 enters, signals its
+  // buffer ready, times out waiting on rank 2 (which stays out), and frees
+  // its input; rank 0 enters only then, finds rank 1's signal, and reads a
+  // buffer that is gone (EFAULT). Its error must be rank 1's reason, not a
+  // failed copy naming rank 1 (seen in chaos: a survivor named another that
+  // had given up on a kill and let go of its buffers).
+  int freed[2], done[2];
+  REQUIRE(::pipe(freed) == 0);
+  REQUIRE(::pipe(done) == 0);
+  auto res = run_ranks(3, [&](int rank, int world) {
+    init_env("shm");
+    {  // the group's window, which every rank opens on its first one-sided call
+      std::vector<float> a(4, 1.0f), all(4 * static_cast<std::size_t>(world));
+      braid::all_gather_into_tensor(braid::tensor(all), braid::tensor(a), {.algorithm = "peer_read"});
+    }
+    char byte = 1;
+    if (rank == 2) {
+      RANK_CHECK(::read(done[0], &byte, 1) == 1);  // until rank 0 has its error
+    } else {
+      const std::size_t n = 1 << 20;  // 4 MiB of float: its own mapping, unmapped when freed
+      auto in = std::make_unique<std::vector<float>>(n, 1.0f);
+      std::vector<float> out(n * static_cast<std::size_t>(world));
+      if (rank == 0) RANK_CHECK(::read(freed[0], &byte, 1) == 1);
+      braid::OpOptions o{.timeout = std::chrono::milliseconds(rank == 1 ? 1000 : 20000), .algorithm = "peer_read"};
+      // Rank 1 names one of the two it waited on; rank 0 must give rank 1's
+      // reason (a timeout), not a failed copy of rank 1's memory.
+      (void)expect_error([&] { braid::all_gather_into_tensor(braid::tensor(out), braid::tensor(*in), o); },
+                            ErrorCode::Timeout, rank == 1 ? "timed out" : "rank 1 gave up on this call");
+      in.reset();
+      if (rank == 1) RANK_CHECK(::write(freed[1], &byte, 1) == 1);
+      const char both[2] = {1, 1};  // for ranks 1 and 2
+      if (rank == 0) RANK_CHECK(::write(done[1], both, 2) == 2);
+      if (rank == 1) RANK_CHECK(::read(done[0], &byte, 1) == 1);  // alive until rank 0 has read
+    }
+    braid::take_context().reset();
+  });
+  for (int fd : {freed[0], freed[1], done[0], done[1]}) ::close(fd);
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

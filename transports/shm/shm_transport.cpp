@@ -292,7 +292,10 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
       ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
       if (n <= 0) {
         // The sender withdrew the buffer (it aborted, or died): the job is
-        // over; the abort names the root cause once known.
+        // over; the abort names the root cause once known. A failure it
+        // learned of first comes first: it may be why it let go.
+        if (const int q = knew_failed(src); q >= 0)
+          host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) as its buffer went", src));
         host_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
                                         n < 0 ? errno_text() : "no progress"));
         host_.complete(*r, host_.peer_error(src));

@@ -241,7 +241,7 @@ void Engine::post_send(Request& r, Deadline deadline) {
     if (request_error_locked(r)) throw_for(lk, r);
     if (left_[static_cast<std::size_t>(r.peer)])
       throw Error(ErrorCode::PeerFailure,
-                  fmt::format("cannot send to rank {}: it left the job (destroy_process_group)", r.peer),
+                  fmt::format("cannot send to rank {}: it left the job (destroy_process_group, or its exit)", r.peer),
                   r.peer);
     // Under the mutex: another thread may be connecting this peer (TSan saw
     // the unlocked read race with ensure_connected's write).
@@ -272,7 +272,7 @@ void Engine::post_recv(Request& r) {
   // A departed peer's messages that already arrived can still be received.
   if (!u && r.peer >= 0 && r.peer != cfg_.rank && left_[static_cast<std::size_t>(r.peer)])
     throw Error(ErrorCode::PeerFailure,
-                fmt::format("cannot receive from rank {}: it left the job (destroy_process_group)", r.peer),
+                fmt::format("cannot receive from rank {}: it left the job (destroy_process_group, or its exit)", r.peer),
                 r.peer);
   if (r.is_async) {
     async_reqs_.push_back(&r);

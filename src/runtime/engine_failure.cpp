@@ -212,7 +212,7 @@ void Engine::peer_left(int peer) {
   left_[static_cast<std::size_t>(peer)] = 1;
   auto e = std::make_exception_ptr(Error(
       ErrorCode::PeerFailure,
-      fmt::format("rank {} left the job (destroy_process_group) while a receive from it was pending",
+      fmt::format("rank {} left the job (destroy_process_group, or its exit) while a receive from it was pending",
                   peer),
       peer));
   matcher_.for_each_posted([&](Request& r) {

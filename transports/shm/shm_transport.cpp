@@ -500,7 +500,7 @@ void ShmTransport::fail_sends_to(int p, const std::exception_ptr& e) {
 
 std::exception_ptr ShmTransport::left_error(int p) {
   return std::make_exception_ptr(Error(
-      ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", p), p));
+      ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group, or its exit) while a send to it was pending", p), p));
 }
 
 void ShmTransport::fail_all(const std::exception_ptr& e) {

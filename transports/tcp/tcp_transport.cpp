@@ -448,7 +448,7 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
     // parts queued on them too, and fails whole.
     const auto e = std::make_exception_ptr(Error(
         ErrorCode::PeerFailure,
-        fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", peer), peer));
+        fmt::format("rank {} left the job (destroy_process_group, or its exit) while a send to it was pending", peer), peer));
     std::vector<Connection*> ours;
     for (auto& o : conns_)
       if (o->dialed() && o->peer() == peer) ours.push_back(o.get());
@@ -461,7 +461,7 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
   }
   auto e = std::make_exception_ptr(Error(
       ErrorCode::PeerFailure,
-      fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer));
+      fmt::format("rank {} left the job (destroy_process_group, or its exit) while this op was pending", peer), peer));
   fail_requests_of(c, e);
   retire(c);
   // With several sockets from the peer (BRAID_TCP_SOCKETS) one may end

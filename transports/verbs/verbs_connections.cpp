@@ -415,13 +415,13 @@ void VerbsTransport::closed_cleanly(Conn& c) {
   if (c.dialed) {
     fail_requests_of(c, std::make_exception_ptr(Error(
         ErrorCode::PeerFailure,
-        fmt::format("rank {} left the job (destroy_process_group) while a send to it was pending", peer), peer)));
+        fmt::format("rank {} left the job (destroy_process_group, or its exit) while a send to it was pending", peer), peer)));
     retire(c);
     return;
   }
   fail_requests_of(c, std::make_exception_ptr(Error(
       ErrorCode::PeerFailure,
-      fmt::format("rank {} left the job (destroy_process_group) while this op was pending", peer), peer)));
+      fmt::format("rank {} left the job (destroy_process_group, or its exit) while this op was pending", peer), peer)));
   retire(c);
   host_.peer_left(peer);
 }

@@ -287,14 +287,19 @@ struct OneSidedRunner {
         continue;
       }
       if (onesided::Failure f; w.ledger().peer_failed(q, &f)) gave_up(q, f);
-      if (w.peer_gone(q)) e.peer_gone(w.world_rank(q), "its process is gone (exited or killed)", call.group->id);
+      if (w.peer_gone(q)) gone(q);
       e.check_group(call.group->id);
       position.maybe(e, [&] { return std::vector<int>{w.world_rank(q)}; });
-      if (call.deadline.expired())
+      if (call.deadline.expired()) {
+        // The rank still in an earlier call may itself wait there on another
+        // (a stopped rank): who is where names the end of that chain.
+        int named = -1;
+        const std::string where = diagnose(e, call, &named, {w.world_rank(q)});
         throw Error(ErrorCode::Timeout,
-                    fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective",
-                                call.what, call.timeout.count(), w.world_rank(q)),
-                    w.world_rank(q));
+                    fmt::format("{} timed out after {} ms waiting for rank {} to finish an earlier collective{}",
+                                call.what, call.timeout.count(), w.world_rank(q), where),
+                    named >= 0 ? named : w.world_rank(q));
+      }
       // Every rank rings its sleeping peers when it completes a call (run()).
       w.sleep([&] { return behind() < 0; }, std::min(kSleepSliceMs, call.deadline.poll_ms(kSleepSliceMs) + 1));
     }

@@ -477,6 +477,45 @@ TEST_CASE("a one-sided read of a buffer its owner let go of on giving up names t
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a call waiting for a peer to finish an earlier one names whom that peer waits on", "[failure]") {
+  // Shared memory, small direct gathers to rank 0 through the window's fast
+  // boxes: a leaf writes its box and goes on. Rank 3 stays out, so rank 0
+  // waits on it in the first gather; rank 2 runs ahead until a gather needs
+  // its boxes back, which waits for rank 0 to finish the earlier call. Its
+  // timeout must name rank 3, whom rank 0 waits on, not rank 0.
+  int done[2];
+  REQUIRE(::pipe(done) == 0);
+  auto res = run_ranks(4, [&](int rank, int world) {
+    init_env("shm");
+    std::vector<float> a(4, 1.0f), all(4 * static_cast<std::size_t>(world));
+    std::vector<braid::Tensor> blocks;
+    for (int q = 0; q < world; ++q) blocks.push_back(braid::tensor(all.data() + 4 * q, 4));
+    braid::all_reduce(braid::tensor(a));  // the group's window, opened by every rank
+    const braid::OpOptions direct{.timeout = std::chrono::milliseconds(rank == 2 ? 1500 : 4000), .algorithm = "direct"};
+    char byte = 1;
+    if (rank == 1) braid::gather(braid::tensor(a), nullptr, 0, direct);  // a leaf: done at once
+    if (rank == 3 || rank == 1) {
+      RANK_CHECK(::read(done[0], &byte, 1) == 1);  // until rank 2 has its error
+    } else if (rank == 0) {
+      (void)expect_error([&] { braid::gather(braid::tensor(a), &blocks, 0, direct); }, ErrorCode::Timeout, "");
+    } else {
+      auto e = expect_error(
+          [&] {
+            for (int i = 0; i < 64; ++i) braid::gather(braid::tensor(a), nullptr, 0, direct);
+          },
+          ErrorCode::Timeout, "timed out");
+      RANK_CHECK_MSG(e.peer() == 3, e.what());
+      const char two[2] = {1, 1};  // for ranks 1 and 3
+      RANK_CHECK(::write(done[1], two, 2) == 2);
+    }
+    braid::take_context().reset();
+  });
+  ::close(done[0]);
+  ::close(done[1]);
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

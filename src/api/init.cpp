@@ -103,8 +103,13 @@ namespace detail {
   // A store call that got no answer in time names nobody: the store's host
   // is stuck, or the way to it is (a link down), or rank 0 never wrote what
   // it owes (after the rendezvous only rank 0 writes what others wait for).
-  if (e.code() == ErrorCode::Timeout && e.peer() < 0 && std::string(e.what()).find("in the store at") != std::string::npos)
-    throw Error(ErrorCode::Timeout, fmt::format("{} (rank 0 hosts that store: it, or the way to it, is stuck)", e.what()), 0);
+  // A store that takes the connection but answers nothing is its host
+  // stopped (or another service on the port, which the text says too).
+  const std::string what = e.what();
+  const bool unanswered = e.code() == ErrorCode::Store && what.find("did not answer a request") != std::string::npos;
+  if ((e.code() == ErrorCode::Timeout && what.find("in the store at") != std::string::npos) || unanswered)
+    if (e.peer() < 0)
+      throw Error(ErrorCode::Timeout, fmt::format("{} (rank 0 hosts that store: it, or the way to it, is stuck)", what), 0);
   if (e.code() != ErrorCode::Store || std::string(e.what()).find("is unreachable") == std::string::npos) throw e;
   throw Error(ErrorCode::PeerFailure,
               fmt::format("rank 0 failed: the store it hosts is unreachable ({}); rank 0 hosts it unless a "

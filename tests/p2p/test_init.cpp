@@ -143,6 +143,31 @@ TEST_CASE("rank 0 hosts the store on a port that a connect meeting itself held f
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a store that takes the connection and answers nothing names rank 0, its host", "[init][errors]") {
+  // Rank 0 stopped (SIGSTOP) during init: its kernel still accepts
+  // connections to the store's port, and nothing answers. Rank 1's init
+  // must fail naming rank 0 (seen in chaos: it named nobody).
+  auto res = run_ranks(1, [](int, int) {
+    braid::Fd silent = braid::net::listen_on(braid::net::resolve("127.0.0.1", 0));
+    sockaddr_storage at{};
+    socklen_t len = sizeof at;
+    ::getsockname(silent.get(), reinterpret_cast<sockaddr*>(&at), &len);
+    braid::net::SockAddr bound;
+    std::memcpy(&bound.ss, &at, len);
+    bound.len = len;
+    auto e = expect_error(
+        [&] {
+          braid::init_process_group({.backend = test_backend(),
+                                     .init_method = "tcp://127.0.0.1:" + std::to_string(bound.port()),
+                                     .rank = 1, .world_size = 2, .timeout = std::chrono::seconds(2)});
+        },
+        ErrorCode::Timeout, "rank 0 hosts that store");
+    RANK_CHECK_MSG(e.peer() == 0, e.what());
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("file:// with given and automatic ranks; group_name keeps jobs apart", "[init]") {
   for (bool automatic : {false, true}) {
     const std::string path = temp_path(automatic ? "auto" : "fixed");

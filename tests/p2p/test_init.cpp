@@ -91,6 +91,14 @@ TEST_CASE("tcp:// with given ranks and with ranks assigned by arrival", "[init]"
   }
 }
 
+// The address a listening socket got (port 0: the kernel's choice).
+static braid::net::SockAddr bound_to(int fd) {
+  braid::net::SockAddr a;
+  a.len = sizeof a.ss;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len);
+  return a;
+}
+
 TEST_CASE("rank 0 hosts the store on a port that a connect meeting itself held for a moment", "[init]") {
   // A connect to a local port nobody listens on may draw that port as its
   // own ephemeral port and meet itself (seen in chaos: a rank dialing the
@@ -129,13 +137,7 @@ TEST_CASE("rank 0 hosts the store on a port that a connect meeting itself held f
     RANK_CHECK(hosted);
     // An ordinary connection is not one that met itself.
     braid::Fd listener = braid::net::listen_on(braid::net::resolve("127.0.0.1", 0));
-    sockaddr_storage at{};
-    socklen_t len = sizeof at;
-    ::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&at), &len);
-    braid::net::SockAddr to;
-    std::memcpy(&to.ss, &at, len);
-    to.len = len;
-    braid::Fd other = braid::net::connect_once(to, braid::Deadline::after(std::chrono::seconds(2)));
+    braid::Fd other = braid::net::connect_once(bound_to(listener.get()), braid::Deadline::after(std::chrono::seconds(2)));
     RANK_CHECK(other.valid());
     RANK_CHECK(!braid::net::connected_to_itself(other.get()));
   });
@@ -149,12 +151,7 @@ TEST_CASE("a store that takes the connection and answers nothing names rank 0, i
   // must fail naming rank 0 (seen in chaos: it named nobody).
   auto res = run_ranks(1, [](int, int) {
     braid::Fd silent = braid::net::listen_on(braid::net::resolve("127.0.0.1", 0));
-    sockaddr_storage at{};
-    socklen_t len = sizeof at;
-    ::getsockname(silent.get(), reinterpret_cast<sockaddr*>(&at), &len);
-    braid::net::SockAddr bound;
-    std::memcpy(&bound.ss, &at, len);
-    bound.len = len;
+    const braid::net::SockAddr bound = bound_to(silent.get());
     auto e = expect_error(
         [&] {
           braid::init_process_group({.backend = test_backend(),

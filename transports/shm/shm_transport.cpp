@@ -294,8 +294,7 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
         // The sender withdrew the buffer (it aborted, or died): the job is
         // over; the abort names the root cause once known. A failure it
         // learned of first comes first: it may be why it let go.
-        if (const int q = knew_failed(src); q >= 0)
-          host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) as its buffer went", src));
+        note_what_it_knew(src, "as its buffer went");
         host_.peer_failed(src, fmt::format("its announced buffer of {} bytes could not be read: {}", total,
                                         n < 0 ? errno_text() : "no progress"));
         host_.complete(*r, host_.peer_error(src));
@@ -368,8 +367,7 @@ bool ShmTransport::drain(int s) {
       case shm::RecordType::Bye:
         peer(s).bye = true;
         peer(s).bye_knew = h.token;  // its first_failed (SegmentHeader), checked by knew_failed
-        if (const int q = knew_failed(s); q >= 0)
-          host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) as it left", s));
+        note_what_it_knew(s, "as it left");
         fail_sends_to(s, left_error(s));  // it reads nothing more: its FINs came before this
         host_.peer_left(s);
         break;
@@ -422,8 +420,7 @@ void ShmTransport::on_peer_exit(int p) {
   if (x.pidfd.valid()) host_.del_fd(x.pidfd.get());
   // A failure it knew of before it went comes first: it may have left
   // because of it.
-  if (const int q = knew_failed(p); q >= 0)
-    host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) before it exited", p));
+  note_what_it_knew(p, "before it exited");
   const bool left = x.bye || (x.seg.valid() && x.seg.header()->state.load(std::memory_order_acquire) ==
                                                    static_cast<std::uint32_t>(shm::SegmentState::Left));
   if (left) {
@@ -457,6 +454,11 @@ void ShmTransport::drop_peer(int p) {
   x.pending.clear();
   if (x.watch && x.pidfd.valid() && !x.gone) host_.del_fd(x.pidfd.get());
   x.gone = true;
+}
+
+void ShmTransport::note_what_it_knew(int p, const char* when) {
+  if (const int q = knew_failed(p); q >= 0)
+    host_.peer_failed(q, fmt::format("reported by rank {} (in shared memory) {}", p, when));
 }
 
 int ShmTransport::knew_failed(int p) const {

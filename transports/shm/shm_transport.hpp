@@ -58,6 +58,9 @@ class ShmTransport final : public Transport {
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
+  // A failure `peer` learned of before it went (knew_failed) is noted first,
+  // as reported by it `when` (as it left, before it exited, ...).
+  void note_what_it_knew(int peer, const char* when);
   void leaving_because_of(int rank) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;

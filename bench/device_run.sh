@@ -26,7 +26,8 @@
 #
 # The whole test suite of the CUDA build, as a second call:
 #      run(command = "bash bench/device_run.sh --suite", carry = [".devrun"], timeout_s = 600)
-# --pack also stages every test program of the build (stripped) under
+# SUITE_ONLY="name ..." runs only those tests (the rest of a call that ran
+# out of time). --pack also stages every test program of the build (stripped) under
 # .devrun/suite with `meson introspect --tests`; the device machine's meson is
 # another version than the one that configured the build, so
 # bench/device_suite.py runs that list as `meson test` would. Left out there:
@@ -107,8 +108,11 @@ if [[ "${1:-}" == "--suite" ]]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   python3 - "$pack/tests.json" > "$out/tests.json" <<'PY'
 import json, sys
+import os
 skip = {"install-pkgconfig", "install-cmake", "readme-examples", "verbs-vm", "verbs-vm-two-devices"}
-print(json.dumps([t for t in json.load(open(sys.argv[1])) if t["name"] not in skip]))
+only = set(os.environ.get("SUITE_ONLY", "").split())  # a rerun of the tests a cut-short call missed
+print(json.dumps([t for t in json.load(open(sys.argv[1]))
+                  if t["name"] not in skip and (not only or t["name"] in only)]))
 PY
   python3 "$here/bench/device_suite.py" "$out/tests.json" --jobs 8 --log /tmp/suite_logs
   rc=$?

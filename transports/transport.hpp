@@ -169,6 +169,12 @@ class Transport {
   // for it (sends to it, receives streaming from it), then drop_peer().
   // Traffic with every other peer goes on: survivors may continue.
   virtual void fail_peer(int peer, const std::exception_ptr& e) = 0;
+  // An op with `peer` was abandoned with bytes of it on the wire (it timed
+  // out): the stream to it is out of step. Does what fail_peer does, but
+  // records nothing of `peer` having failed: it is alive, most likely
+  // stalled behind the rank that is really at fault, and this rank's
+  // goodbye must not name it.
+  virtual void break_off(int peer, const std::exception_ptr& e) = 0;
   // `peer`, gone now, learned before it went that this rank had failed (the
   // first failure it learned of), as it left word in memory this transport
   // shares with it; -1 where it did not, or this transport cannot tell. It

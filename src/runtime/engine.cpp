@@ -329,9 +329,36 @@ void Engine::cancel_or_fail_locked(Request& r, std::exception_ptr e) {
   if (cancel_locked(r, e)) return;
   // Bytes of it are on the wire: the stream to that peer is out of step,
   // which its connection cannot recover from (NCCL treats timeouts the
-  // same way).
-  note_failure_locked(r.peer, "an op with it timed out mid-transfer", true);
-  complete(r, e);
+  // same way). The peer is not declared failed, though: it is alive, and
+  // usually stalled behind the rank at fault (a stopped host-mate), which
+  // the op's own error names once diagnosed. Logging the peer as the job's
+  // failure made every survivor, and the peer itself, name the wrong rank.
+  complete(r, e);  // first: its own error is the timeout, not the closing
+  break_off_locked(r.peer, e);
+}
+
+void Engine::break_off_locked(int peer, const std::exception_ptr& why) {
+  if (peer < 0 || peer >= cfg_.world_size || peer == cfg_.rank || out_of_step_.count(peer)) return;
+  std::string what = "an op with it was abandoned mid-transfer";
+  try {
+    std::rethrow_exception(why);
+  } catch (const std::exception& x) {
+    what = x.what();
+  }
+  BRAID_WARN("rank {}: the connection to it is out of step and closed ({})", peer, what);
+  auto e = std::make_exception_ptr(Error(
+      ErrorCode::Transport,
+      fmt::format("the connection to rank {} was closed out of step, by an earlier op with it that gave up "
+                  "mid-transfer ({}); nothing more can pass between the two ranks in this job",
+                  peer, what),
+      peer));
+  out_of_step_.emplace(peer, e);
+  if (Transport* t = route_[static_cast<std::size_t>(peer)]) t->break_off(peer, e);
+  // Receives posted for it would wait for a connection that is gone.
+  matcher_.for_each_posted([&](Request& q) {
+    if (q.peer == peer) complete(q, e);
+  });
+  cv_.notify_all();
 }
 
 // Returns true when done() holds, false when the deadline passed first.

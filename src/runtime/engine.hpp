@@ -284,8 +284,12 @@ class Engine final : public TransportHost {
   // Withdraws r with error e; false (r untouched) if bytes of it are on the
   // wire, so that it can only finish or take its connection down with it.
   bool cancel_locked(Request& r, std::exception_ptr e);
-  // cancel_locked, and if r is on the wire, the peer is failed (timeouts).
+  // cancel_locked, and if r is on the wire, break_off_locked (timeouts).
   void cancel_or_fail_locked(Request& r, std::exception_ptr e);
+  // The stream to `peer` is out of step (an op gave up mid-transfer): its
+  // transport drops it, and later ops with it are refused. Not a failure
+  // of `peer`: nothing is logged or published, no group is poisoned.
+  void break_off_locked(int peer, const std::exception_ptr& why);
   [[noreturn]] void throw_for(std::unique_lock<std::mutex>& lk, const Request& r);
 
   EngineConfig cfg_;
@@ -322,6 +326,9 @@ class Engine final : public TransportHost {
   bool any_failed_ = false;
   std::atomic<bool> troubled_{false};  // any_failed_ or abort_error_, read without the mutex
   std::vector<int> unpublished_;  // found here, not yet in the log
+  // Peers whose connection break_off_locked closed, with the error later
+  // ops with them get.
+  std::unordered_map<int, std::exception_ptr> out_of_step_;
   std::uint64_t log_read_ = 0;    // log entries read so far
   bool publishing_ = false;       // a thread is writing or reading the log
   std::unordered_map<std::uint32_t, std::vector<int>> groups_;

@@ -61,10 +61,11 @@ std::exception_ptr Engine::group_error_locked(std::uint32_t id) const {
 
 std::exception_ptr Engine::request_error_locked(const Request& r) const {
   if (abort_error_) return abort_error_;
-  if (!any_failed_) return nullptr;
+  if (!any_failed_ && out_of_step_.empty()) return nullptr;
   if (auto e = group_error_locked(r.env.ctx / 2)) return e;
   if (r.peer >= 0 && r.peer < cfg_.world_size && failed_[static_cast<std::size_t>(r.peer)])
     return rank_error_locked(r.peer);
+  if (auto it = out_of_step_.find(r.peer); it != out_of_step_.end()) return it->second;
   return nullptr;
 }
 

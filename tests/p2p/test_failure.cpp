@@ -516,6 +516,66 @@ TEST_CASE("a call waiting for a peer to finish an earlier one names whom that pe
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a send that gives up mid-transfer does not declare its live receiver failed", "[failure]") {
+  // Rank 1 is stuck receiving from rank 2, which stays out, and takes
+  // nothing from rank 0, whose send to it times out with bytes of it on the
+  // way: over shared memory a 1 MiB message announced (an RTS: rank 1 is to
+  // copy it out of rank 0's memory); over TCP an eager frame half written
+  // into a socket rank 1 stopped reading (its unexpected messages reached
+  // their bound). The stream to rank 1 is out of step. That used to log
+  // rank 1 as the job's failure, so that rank 1 ("rank 1 (this rank) was
+  // declared failed") and every other survivor named it, not the rank it
+  // was stuck on (chaos: a stopped rank's host-mates). Rank 0's error must
+  // name rank 2, whom rank 1 waits on; rank 1 must time out naming rank 2;
+  // rank 0 refuses later sends to rank 1 rather than reuse a broken stream;
+  // and over shared memory the withdrawn message is not delivered when
+  // rank 1 finally posts its receive (rank 0 may have reused the memory).
+  for (const char* backend : {"shm", "tcp"}) {
+    int done[2];
+    REQUIRE(::pipe(done) == 0);
+    auto res = run_ranks(3, [&](int rank, int) {
+      const bool shm = std::string(backend) == "shm";
+      if (!shm) ::setenv("BRAID_MAX_UNEXPECTED_BYTES", "65536", 1);  // rank 1 stops reading rank 0 soon
+      init_env(backend);
+      float x = 1.0f;
+      braid::all_reduce(braid::tensor(&x, 1));  // every pair connected
+      std::vector<float> big(shm ? 1u << 18 : 1u << 14, static_cast<float>(rank + 1));  // 1 MiB, 64 KiB
+      char byte = 1;
+      if (rank == 0) {
+        const braid::OpOptions o{.timeout = std::chrono::milliseconds(800), .tag = 7};
+        auto e = expect_error(
+            [&] {
+              for (int i = 0; i < (shm ? 1 : 4096); ++i) braid::send(braid::tensor(big), 1, o);
+            },
+            ErrorCode::Timeout, "rank 1 waits in turn on rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());  // diagnosed: the end of the chain of waits
+        int y = 0;
+        (void)expect_error([&] { braid::send(braid::tensor(&y, 1), 1, {.tag = 8}); }, ErrorCode::Transport,
+                           "out of step");
+        RANK_CHECK(::read(done[0], &byte, 1) == 1);  // until rank 1 is through
+      } else if (rank == 1) {
+        int y = 0;
+        auto e = expect_error([&] { braid::recv(braid::tensor(&y, 1), 2, {.timeout = std::chrono::milliseconds(3000)}); },
+                              ErrorCode::Timeout, "rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());
+        if (shm)
+          (void)expect_error(
+              [&] { braid::recv(braid::tensor(big), 0, {.timeout = std::chrono::milliseconds(3000), .tag = 7}); },
+              ErrorCode::Transport, "withdrew");
+        const char two[2] = {1, 1};  // for ranks 0 and 2
+        RANK_CHECK(::write(done[1], two, 2) == 2);
+      } else {
+        RANK_CHECK(::read(done[0], &byte, 1) == 1);
+      }
+      braid::take_context().reset();
+    });
+    ::close(done[0]);
+    ::close(done[1]);
+    INFO(backend << ": " << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

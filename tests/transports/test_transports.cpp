@@ -305,7 +305,8 @@ TEST_CASE("each transport alone: cancel withdraws a matched receive and an annou
       // announcement arrived. A push transport (TCP: the payload waits for
       // the receiver's go-ahead) withdraws it cleanly; a pull transport
       // (shared memory, RDMA READ) cannot, because the receiver may be
-      // reading the buffer right now, and says so (the host then aborts).
+      // reading the buffer right now, and says so; the host then breaks the
+      // connection off (Engine::break_off_locked).
       Request s2;
       prepare(s2, 1, 901, big.data(), big.size());
       p.a.post_send(s2);
@@ -314,6 +315,25 @@ TEST_CASE("each transport alone: cancel withdraws a matched receive and an annou
       CHECK(clean == k.name.starts_with("tcp"));
       CHECK_FALSE(s2.done.load());  // the host completes it, not the transport
       if (clean) one_message(p, 1 << 20, true, 7);
+      if (!clean && k.name == "shm") {
+        // Broken off, the announcement is void: the send gets the host's
+        // error, and the receive that takes it later fails rather than
+        // deliver memory the sender may have reused. Nobody is failed.
+        p.a.t->break_off(1, std::make_exception_ptr(Error(ErrorCode::Timeout, "gave up mid-transfer")));
+        CHECK(s2.done.load());
+        CHECK(s2.error);
+        std::vector<std::uint8_t> got(big.size());
+        Request r2;
+        prepare(r2, 0, 901, got.data(), got.size());
+        p.b.post_recv(r2);
+        run_until({&p.a, &p.b}, [&] { return r2.done.load(); });
+        REQUIRE(r2.error);
+        try {
+          std::rethrow_exception(r2.error);
+        } catch (const Error& e) {
+          CHECK_THAT(e.what(), Catch::Contains("withdrew"));
+        }
+      }
       CHECK(p.a.failed.empty());
       CHECK(p.b.failed.empty());
     }

@@ -58,6 +58,14 @@ struct alignas(kLine) RingControl {
   std::int32_t pid;
   std::int32_t memfd;    // the producer's segment, as an fd number in its process
   std::int32_t eventfd;  // the producer's doorbell, likewise
+  // 1 + the lowest token of the announced messages (RTS) the producer
+  // withdrew, 0 while it withdrew none: every token from there on is void.
+  // It withdraws when a send it announced timed out before the consumer
+  // answered (ShmTransport::break_off); the buffer may be freed and reused
+  // the moment the send returns, so a consumer that copied from it checks
+  // this word after the copy, and drops what it read if the token is void.
+  // The producer sends nothing more to the consumer after that.
+  std::atomic<std::uint64_t> withdrawn_from;
 };
 static_assert(sizeof(RingControl) == 3 * kLine);
 
@@ -75,6 +83,11 @@ class RingWriter {
         tail_seen_(c->tail.load(std::memory_order_acquire)) {}
   bool valid() const { return c_ != nullptr; }
   std::size_t capacity() const { return cap_; }
+  // Voids every announced message from `token` on (RingControl::withdrawn_from).
+  void withdraw_from(std::uint64_t token) {
+    std::uint64_t none = 0;
+    c_->withdrawn_from.compare_exchange_strong(none, token + 1, std::memory_order_seq_cst);
+  }
 
   // Appends a record; false if the ring has no room now (try again later).
   bool push(const RecordHeader& h, const void* payload, std::size_t payload_bytes) {

@@ -290,6 +290,7 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
       iovec local{static_cast<char*>(r->buf) + done, total - done};
       iovec remote{reinterpret_cast<void*>(addr + done), total - done};
       ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+      if (n <= 0 && withdrawn(src, token)) break;  // below: not the sender's failure
       if (n <= 0) {
         // The sender withdrew the buffer (it aborted, or died): the job is
         // over; the abort names the root cause once known. A failure it
@@ -302,7 +303,18 @@ void ShmTransport::pull(int src, std::uint64_t addr, std::uint64_t token, Reques
       }
       done += static_cast<std::size_t>(n);
     }
-    if (r) host_.complete(*r);
+    if (withdrawn(src, token)) {
+      // What was read may be anything the sender's memory held since: the
+      // receive fails, and no FIN goes back (the sender expects none).
+      host_.complete(*r, std::make_exception_ptr(Error(
+                             ErrorCode::Transport,
+                             fmt::format("rank {} withdrew this message of {} bytes while it was being read (its send "
+                                         "gave up mid-transfer, on a timeout); what was read is dropped",
+                                         src, total),
+                             src)));
+      return;
+    }
+    host_.complete(*r);
   }
   // Answer FIN through our ring in the sender's segment (attach on demand,
   // from what it left in our ring's control block).
@@ -481,8 +493,30 @@ void ShmTransport::leaving_because_of(int rank) {
 
 void ShmTransport::fail_peer(int p, const std::exception_ptr& e) {
   leaving_because_of(p);
+  break_off(p, e);
+}
+
+void ShmTransport::break_off(int p, const std::exception_ptr& e) {
+  // Messages it announced and has not answered are void from now on: their
+  // buffers go back to the caller with the error. The ring itself stays in
+  // step (records are whole), so the peer goes on reading it; pull() checks
+  // the word after its copy.
+  Peer& x = peer(p);
+  std::uint64_t lowest = ~std::uint64_t{0};
+  for (const auto& [token, r] : rts_out_)
+    if (r->peer == p) lowest = std::min(lowest, token);
+  if (lowest != ~std::uint64_t{0} && x.out.valid()) x.out.withdraw_from(lowest);
   fail_sends_to(p, e);
   drop_peer(p);
+}
+
+bool ShmTransport::withdrawn(int src, std::uint64_t token) const {
+  // Pairs with withdraw_from(): a copy that read a buffer the sender had
+  // already given back was made after the sender voided it, so this load,
+  // after the copy, sees the void.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t from = own_.ring_control(src)->withdrawn_from.load(std::memory_order_seq_cst);
+  return from != 0 && token + 1 >= from;
 }
 
 void ShmTransport::fail_sends_to(int p, const std::exception_ptr& e) {

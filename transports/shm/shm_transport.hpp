@@ -57,6 +57,7 @@ class ShmTransport final : public Transport {
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
+  void break_off(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
   // A failure `peer` learned of before it went (knew_failed) is noted first,
   // as reported by it `when` (as it left, before it exited, ...).
@@ -90,6 +91,8 @@ class ShmTransport final : public Transport {
   void on_peer_exit(int peer);
   // Fails every send to `peer`, queued or announced (awaiting its FIN).
   void fail_sends_to(int peer, const std::exception_ptr& e);
+  // Whether `src` voided its announced message `token` (break_off on its side).
+  bool withdrawn(int src, std::uint64_t token) const;
   static std::exception_ptr left_error(int peer);
   bool drain(int sender);
   // The host holds `sender` back (TransportHost::hold_back) and no send of

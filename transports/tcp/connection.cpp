@@ -38,6 +38,13 @@ void Connection::close() {
   fd_.reset();
 }
 
+Fd Connection::park() {
+  if (closed_) return Fd();
+  closed_ = true;
+  t_.host().del_fd(fd_.get());
+  return std::move(fd_);
+}
+
 void Connection::on_events(std::uint32_t events) {
   if (closed_) return;  // a stale event from the round that closed us
   // A hang-up or error is reported whatever the interest: read on to the

@@ -38,6 +38,9 @@ class Connection final : public EventSource {
   void enqueue(Request* r, const wire::FrameHeader& h, std::size_t payload, std::size_t offset = 0);
   // Closes the socket; requests queued here are left for the owner to fail.
   void close();
+  // Closed as close() is, but the socket is handed over, still open: the
+  // peer sees nothing (TcpTransport::break_off).
+  Fd park();
 
   // A dialed connection of a job with a secret: frames queue until the
   // acceptor has proved the secret over `nonce` (wire.hpp, AUTH).

@@ -390,7 +390,7 @@ void TcpTransport::fail_requests_of(Connection& c, const std::exception_ptr& e) 
   }
 }
 
-void TcpTransport::retire(Connection& c) {
+void TcpTransport::retire(Connection& c, bool park) {
   if (c.closed()) return;
   if (c.peer() >= 0 && !c.dialed()) incoming_[static_cast<std::size_t>(c.peer())]--;
   if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c)
@@ -398,7 +398,8 @@ void TcpTransport::retire(Connection& c) {
   if (c.peer() >= 0 && c.dialed()) std::erase(stripes_[static_cast<std::size_t>(c.peer())], &c);
   // Announced messages from it can no longer be fetched: claim() finds no
   // live connection under their channel id.
-  c.close();
+  if (park) parked_.push_back(c.park());
+  else c.close();
   for (auto it = conns_.begin(); it != conns_.end(); ++it)
     if (it->get() == &c) {
       retired_.push_back(std::move(*it));
@@ -516,11 +517,26 @@ void TcpTransport::leaving_because_of(int rank) {
 
 void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
   if (!first_failed_ && peer != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(peer) + 1;
+  fail_requests_with(peer, e);
+  drop_peer(peer);
+}
+
+void TcpTransport::break_off(int peer, const std::exception_ptr& e) {
+  fail_requests_with(peer, e);
+  // Parked, not closed: a stream that ends mid-frame tells the peer this
+  // rank died, and it would log a live rank as the job's failure. The
+  // sockets stay open, unread and unwritten, until this transport goes.
+  std::vector<Connection*> ours;
+  for (auto& c : conns_)
+    if (c->peer() == peer) ours.push_back(c.get());
+  for (Connection* c : ours) retire(*c, /*park=*/true);
+}
+
+void TcpTransport::fail_requests_with(int peer, const std::exception_ptr& e) {
   for (auto& c : conns_)
     if (c->peer() == peer) fail_requests_of(*c, e);
   complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
   complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
-  drop_peer(peer);
 }
 
 void TcpTransport::fail_all(const std::exception_ptr& e) {

@@ -62,6 +62,7 @@ class TcpTransport final : public Transport, private EventSource {
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
+  void break_off(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
   void leaving_because_of(int rank) override;
   // The peer's goodbye carried `word`: 1 + the first rank it had learned
@@ -116,7 +117,9 @@ class TcpTransport final : public Transport, private EventSource {
   void complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,
                    const std::function<bool(const Request&)>& belongs);
   void connection_closed_cleanly(Connection& c);
-  void retire(Connection& c);
+  void retire(Connection& c, bool park = false);
+  // Completes with `e` every request held for `peer`.
+  void fail_requests_with(int peer, const std::exception_ptr& e);
   void fail_requests_of(Connection& c, const std::exception_ptr& e);
   std::uint64_t job_id() const { return cfg_.job_id; }
 
@@ -129,6 +132,7 @@ class TcpTransport final : public Transport, private EventSource {
 
   std::vector<std::unique_ptr<Connection>> conns_;  // live
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
+  std::vector<Fd> parked_;  // sockets of connections break_off() left out of step
   int sockets_;                   // dialed per peer (BRAID_TCP_SOCKETS)
   std::vector<Connection*> out_;  // the connection this rank dialed, per peer
   std::vector<std::vector<Connection*>> stripes_;  // per peer, the other sockets dialed to it

@@ -473,7 +473,9 @@ void VerbsTransport::stop_reads(Conn& c, const char* why) {
   }
 }
 
-void VerbsTransport::fail_peer(int peer, const std::exception_ptr& e) {
+void VerbsTransport::fail_peer(int peer, const std::exception_ptr& e) { break_off(peer, e); }
+
+void VerbsTransport::break_off(int peer, const std::exception_ptr& e) {
   for (auto& c : conns_)
     if (c->peer == peer) {
       stop_reads(*c, "the peer failed while it was being read from");

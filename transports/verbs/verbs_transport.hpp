@@ -102,6 +102,7 @@ class VerbsTransport final : public Transport, private EventSource {
   bool cancel(Request& r) override;
   void drop_peer(int peer) override;
   void fail_peer(int peer, const std::exception_ptr& e) override;
+  void break_off(int peer, const std::exception_ptr& e) override;
   void shutdown() override;
   void fail_all(const std::exception_ptr& e) override;
   void reap() override;

@@ -7,6 +7,7 @@
 #include "src/common/errors.hpp"
 #include "src/runtime/context.hpp"
 #include "src/runtime/executor.hpp"
+#include "src/runtime/gave_up.hpp"
 #include "src/runtime/positions.hpp"
 #include "src/device/device_staging.hpp"
 #include "src/runtime/work_state.hpp"

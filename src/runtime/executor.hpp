@@ -178,28 +178,6 @@ bool same_call_kind(const ExecCall& call, std::uint32_t theirs);
 // tells (collective, dtype, op), else says counts, root or algorithm.
 Error other_arguments(const ExecCall& call, int who, std::uint32_t theirs);
 
-// A peer's record in the store of giving up on this call (the executor
-// writes one when a call fails with InvalidArgument or Timeout), looked at
-// while a call waits: the one sign that survives the peer, whichever way
-// each rank runs the call (a peer's "doing" line in the window is gone once
-// it has thrown). First look 50 ms after the first maybe(), then 4x later
-// each time, up to every 500 ms; no clock is read until the call waits.
-class GaveUpWatch {
- public:
-  explicit GaveUpWatch(const ExecCall& c) : call_(c) {}
-  // Throws the peer's error if it is time to look and there is a record.
-  void maybe(Engine& e);
-  // Looks now (a peer's disconnection: its reason, if it left one, is better).
-  void now(Engine& e) const;
-  // When the next look is due (max() before the first maybe()).
-  Clock::time_point next() const { return next_; }
-
- private:
-  const ExecCall& call_;
-  Clock::duration step_{};
-  Clock::time_point next_ = Clock::time_point::max();
-};
-
 // Runs the plan to completion on the calling thread; throws braid::Error on
 // timeout or failure (after withdrawing whatever it still had in flight).
 void execute(Engine& engine, const ExecCall& call);
@@ -211,11 +189,6 @@ void execute_one_sided(Engine& engine, const ExecCall& call);
 // a rank running a call as messages must be visible to a peer that runs it
 // through the window (Ledger::doing).
 onesided::Window& group_window(Engine& engine, detail::GroupImpl& g, Deadline deadline);
-// For a point-to-point op (`what`) whose peer left the job: that peer's
-// record of giving up on a collective of group `group_id` (any call: point-
-// to-point is not ordered with them), whose culprit is then this op's too;
-// nullopt where it left without giving up.
-std::optional<Error> left_after_giving_up(Engine& e, std::uint32_t group_id, int peer, const std::string& what);
 // "1, 3": the distinct ranks, ascending, for "waiting for rank(s) ..."
 // (several requests or waits on one peer name it once).
 std::string rank_list(std::vector<int> ranks);

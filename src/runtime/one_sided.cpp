@@ -41,6 +41,7 @@
 #include "transports/cuda_ipc/device_steps.hpp"
 #include "src/runtime/engine.hpp"
 #include "src/runtime/executor.hpp"
+#include "src/runtime/gave_up.hpp"
 #include "src/runtime/positions.hpp"
 #include "src/reduce/cpu_reduce.hpp"
 #include "transports/one_sided.hpp"

@@ -576,6 +576,54 @@ TEST_CASE("a send that gives up mid-transfer does not declare its live receiver 
   }
 }
 
+TEST_CASE("a rank whose every socket to a peer is mid-frame says goodbye to it on a new one", "[failure]") {
+  // TCP. Rank 0's send to rank 1 gives up half written (rank 1, stuck
+  // receiving from rank 2, stopped reading rank 0 at its unexpected-bytes
+  // bound), and rank 0 leaves on that error, which names rank 2 (whom rank
+  // 1 waits on). Its one socket to rank 1 cannot carry a goodbye; without
+  // one, rank 1 read the socket's end as rank 0's death and named rank 0.
+  // Rank 0 now dials rank 1 afresh to say whom it gave up on: rank 1's
+  // error must name rank 2, long before its own 20 s timeout. With a job
+  // secret, the new socket proves it first, as every socket does.
+  for (const char* token : {"", "the-job-secret-0123456789"}) {
+    int done[2];
+    REQUIRE(::pipe(done) == 0);
+    auto res = run_ranks(3, [&](int rank, int) {
+      ::setenv("BRAID_MAX_UNEXPECTED_BYTES", "65536", 1);
+      if (*token) ::setenv("BRAID_JOB_TOKEN", token, 1);
+      init_env("tcp");
+      float x = 1.0f;
+      braid::all_reduce(braid::tensor(&x, 1));  // every pair connected
+      std::vector<float> big(1u << 14, 1.0f);  // 64 KiB: eager
+      char byte = 1;
+      if (rank == 0) {
+        const braid::OpOptions o{.timeout = std::chrono::milliseconds(800), .tag = 7};
+        auto e = expect_error(
+            [&] {
+              for (int i = 0; i < 4096; ++i) braid::send(braid::tensor(big), 1, o);
+            },
+            ErrorCode::Timeout, "rank 1 waits in turn on rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());
+      } else if (rank == 1) {
+        int y = 0;
+        const auto t0 = Clock::now();
+        auto e = expect_error([&] { braid::recv(braid::tensor(&y, 1), 2, {.timeout = std::chrono::seconds(20)}); },
+                              ErrorCode::PeerFailure, "rank 2");
+        RANK_CHECK_MSG(e.peer() == 2, e.what());
+        RANK_CHECK_MSG(seconds_since(t0) < 15.0, "took " << seconds_since(t0) << " s");
+        RANK_CHECK(::write(done[1], &byte, 1) == 1);
+      } else {
+        RANK_CHECK(::read(done[0], &byte, 1) == 1);  // until rank 1 has its error
+      }
+      braid::take_context().reset();  // leaves as a rank returning from main on an error does
+    });
+    ::close(done[0]);
+    ::close(done[1]);
+    INFO((*token ? "with a secret: " : "") << describe(res));
+    REQUIRE(all_ok(res));
+  }
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

@@ -38,6 +38,13 @@ void Connection::close() {
   fd_.reset();
 }
 
+std::optional<net::SockAddr> Connection::far_end() const {
+  net::SockAddr a;
+  a.len = sizeof a.ss;
+  if (closed_ || ::getpeername(fd_.get(), reinterpret_cast<sockaddr*>(&a.ss), &a.len) != 0) return std::nullopt;
+  return a;
+}
+
 Fd Connection::park() {
   if (closed_) return Fd();
   closed_ = true;
@@ -161,7 +168,7 @@ void Connection::update_interest() {
 // connections the peer dialed carry its messages; a dialed one carries
 // control frames back, never held.
 bool Connection::hold_back() {
-  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || hung_up_ || !t_.hold_back(peer_)) return false;
+  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || hung_up_ || draining_ || !t_.hold_back(peer_)) return false;
   if (!held_) {
     held_ = true;
     t_.host().mod_fd(fd_.get(), this, want_out_ ? EPOLLOUT : 0u);

@@ -14,10 +14,12 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "src/common/auth.hpp"
 #include "src/common/fd.hpp"
+#include "src/common/socket.hpp"
 #include "transports/tcp/wire.hpp"
 #include "transports/transport.hpp"
 
@@ -54,15 +56,25 @@ class Connection final : public EventSource {
   // Names this connection in Unexpected::channel (never reused).
   std::uint64_t id() const { return id_; }
   bool idle() const { return qcount_ == 0; }
+  // False once a frame was dropped partly written (drain_queue).
+  bool in_step() const { return !mid_frame_; }
+  // The socket's far end (getpeername): for a dialed connection, the peer's
+  // listener.
+  std::optional<net::SockAddr> far_end() const;
 
   // A receive claimed the unexpected message this connection is still
   // filling: finish it, then hand the data to `u->waiter` (or drop it).
   void adopt_partial(std::unique_ptr<Unexpected> u);
   // Reads again after the host held this peer back (TcpTransport::resume).
   void resume();
-  // Reads what has arrived, now (TcpTransport::connection_broken: what a
-  // peer sent before it reset the connection).
-  void read_now() { read_ready(); }
+  // Reads what has arrived, now, held back or not (TcpTransport::
+  // connection_broken: what a peer sent before it reset the connection, its
+  // goodbye perhaps, is worth its memory).
+  void read_now() {
+    draining_ = true;
+    read_ready();
+    draining_ = false;
+  }
   // Withdraws r's frame: true unless payload bytes of r's are partly
   // written (or r has no frame here).
   bool unqueue(Request& r);
@@ -75,6 +87,9 @@ class Connection final : public EventSource {
   // it (for failure handling).
   template <class F>
   void drain_queue(F&& f) {
+    // A frame partly written goes too: the stream is then mid-frame, and
+    // nothing more, a goodbye included, may be written to it.
+    if (qcount_ > 0 && front().written > 0) mid_frame_ = true;
     while (qcount_ > 0) {
       Request* r = front().r;
       pop_front();
@@ -141,6 +156,8 @@ class Connection final : public EventSource {
   bool dialed_;
   bool closed_ = false;
   bool bye_received_ = false;
+  bool mid_frame_ = false;
+  bool draining_ = false;  // in read_now(): never held back
   bool want_out_ = false;
   bool held_ = false;  // not reading: the host holds this peer back (resume())
   bool hung_up_ = false;  // epoll reported a hang-up or error: never held

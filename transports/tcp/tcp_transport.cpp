@@ -99,19 +99,24 @@ ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
     }
     DialedSocket& s = all->sockets.emplace_back();
     s.fd = std::move(d.fd);
-    s.hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
-                                secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
-                                static_cast<std::uint64_t>(cfg_.world_size));
-    net::write_all(s.fd.get(), &s.hello, sizeof s.hello, deadline, who);
-    // The answer (AUTH) is read by the connection, not here: the peer may be
-    // dialing us at this moment, and neither would make progress to answer.
-    if (secret_) {
-      s.nonce = auth::fresh_nonce();
-      net::write_all(s.fd.get(), s.nonce.data(), s.nonce.size(), deadline, who);
-    }
-    net::set_nonblocking(s.fd.get());
+    s.hello = say_hello(s.fd.get(), deadline, who, &s.nonce);
   }
   return ConnectResult::connected(std::move(all));
+}
+
+wire::FrameHeader TcpTransport::say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce) {
+  const auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
+                                       secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
+                                       static_cast<std::uint64_t>(cfg_.world_size));
+  net::write_all(fd, &hello, sizeof hello, deadline, who);
+  // The answer (AUTH) is read by the connection, not here: the peer may be
+  // dialing us at this moment, and neither would make progress to answer.
+  if (secret_) {
+    *nonce = auth::fresh_nonce();
+    net::write_all(fd, nonce->data(), nonce->size(), deadline, who);
+  }
+  net::set_nonblocking(fd);
+  return hello;
 }
 
 void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
@@ -379,193 +384,5 @@ bool TcpTransport::cancel(Request& r) {
   }
   return true;
 }
-
-void TcpTransport::fail_requests_of(Connection& c, const std::exception_ptr& e) {
-  c.drain_queue([&](Request& r) { host_.complete(r, e); });
-  if (Request* r = c.reading_request()) {
-    // Other parts of it may be arriving on the peer's other sockets.
-    rdv_in_.erase(r->token);
-    divert_everywhere(*r);
-    host_.complete(*r, e);
-  }
-}
-
-void TcpTransport::retire(Connection& c, bool park) {
-  if (c.closed()) return;
-  if (c.peer() >= 0 && !c.dialed()) incoming_[static_cast<std::size_t>(c.peer())]--;
-  if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c)
-    out_[static_cast<std::size_t>(c.peer())] = nullptr;
-  if (c.peer() >= 0 && c.dialed()) std::erase(stripes_[static_cast<std::size_t>(c.peer())], &c);
-  // Announced messages from it can no longer be fetched: claim() finds no
-  // live connection under their channel id.
-  if (park) parked_.push_back(c.park());
-  else c.close();
-  for (auto it = conns_.begin(); it != conns_.end(); ++it)
-    if (it->get() == &c) {
-      retired_.push_back(std::move(*it));
-      conns_.erase(it);
-      break;
-    }
-}
-
-void TcpTransport::connection_broken(Connection& c, const std::string& why) {
-  const int peer = c.peer();
-  // An extra socket we dialed (BRAID_TCP_SOCKETS) with nothing queued says
-  // nothing of the peer: one that finished its work and exited before it
-  // read the socket's HELLO resets it. Only the first socket's end is news.
-  if (c.dialed() && peer >= 0 && out_[static_cast<std::size_t>(peer)] != &c && c.idle()) {
-    BRAID_INFO("tcp: an extra socket to rank {} ended ({}); the first one carries on", peer, why);
-    retire(c);
-    return;
-  }
-  // A send that failed (the peer exited with our data unread, so its kernel
-  // reset the connection) can come before we have read what the peer sent
-  // last: its goodbye, which says the failure it learned of first, and
-  // which is why it left. The kernel still hands out what arrived before
-  // the reset: read it first, and name that failure first.
-  if (!draining_ && peer >= 0) {
-    draining_ = true;
-    std::vector<Connection*> theirs;
-    for (auto& o : conns_)
-      if (o->peer() == peer) theirs.push_back(o.get());
-    for (Connection* o : theirs)
-      if (!o->closed()) o->read_now();
-    draining_ = false;
-  }
-  note_why_it_left(peer);
-  // The job aborts: every request, this connection's included, fails with the
-  // one abort error (which names the root cause once it is known).
-  host_.peer_failed(peer, why);
-  retire(c);
-}
-
-void TcpTransport::connection_closed_cleanly(Connection& c) {
-  const int peer = c.peer();
-  note_why_it_left(peer);
-  // Only the peer's own (dialed) connection carries its messages to us; the
-  // goodbye on ours can overtake data still arriving on theirs.
-  if (c.dialed()) {
-    // With it go the other sockets we dialed to it: a striped send has
-    // parts queued on them too, and fails whole.
-    const auto e = std::make_exception_ptr(Error(
-        ErrorCode::PeerFailure,
-        fmt::format("rank {} left the job (destroy_process_group, or its exit) while a send to it was pending", peer), peer));
-    std::vector<Connection*> ours;
-    for (auto& o : conns_)
-      if (o->dialed() && o->peer() == peer) ours.push_back(o.get());
-    for (Connection* o : ours) fail_requests_of(*o, e);
-    for (Connection* o : ours) retire(*o);
-    // Announced sends wait for a CTS it will not send: it left after its
-    // last op, so it never posted their receives.
-    complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
-    return;
-  }
-  auto e = std::make_exception_ptr(Error(
-      ErrorCode::PeerFailure,
-      fmt::format("rank {} left the job (destroy_process_group, or its exit) while this op was pending", peer), peer));
-  fail_requests_of(c, e);
-  retire(c);
-  // With several sockets from the peer (BRAID_TCP_SOCKETS) one may end
-  // before another has brought in all it carried: the peer has left once
-  // the last one has.
-  if (incoming_[static_cast<std::size_t>(peer)] == 0) {
-    // Receives it was told to send (CTS) get no DATA now.
-    complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
-    host_.peer_left(peer);
-  }
-}
-
-void TcpTransport::note_why_it_left(int peer) {
-  if (const int q = peer >= 0 ? knew_failed(peer) : -1; q >= 0)
-    host_.peer_failed(q, fmt::format("reported by rank {} as it left", peer));
-}
-
-void TcpTransport::complete_if(std::unordered_map<std::uint64_t, Request*>& tokens, const std::exception_ptr& e,
-                               const std::function<bool(const Request&)>& belongs) {
-  for (auto it = tokens.begin(); it != tokens.end();) {
-    if (belongs(*it->second)) {
-      host_.complete(*it->second, e);
-      it = tokens.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-void TcpTransport::drop_peer(int peer) {
-  std::vector<Connection*> doomed;
-  for (auto& c : conns_)
-    if (c->peer() == peer) doomed.push_back(c.get());
-  for (Connection* c : doomed) retire(*c);
-}
-
-void TcpTransport::heard_goodbye(int peer, std::uint64_t word) {
-  if (peer < 0 || peer >= cfg_.world_size) return;
-  bye_knew_[static_cast<std::size_t>(peer)] = word;
-  host_.peer_said_goodbye(peer);
-}
-
-int TcpTransport::knew_failed(int peer) const {
-  const std::uint64_t w = bye_knew_[static_cast<std::size_t>(peer)];  // the peer's word: checked
-  const auto q = static_cast<int>(w) - 1;
-  return w > 0 && w <= static_cast<std::uint64_t>(cfg_.world_size) && q != peer && q != cfg_.rank ? q : -1;
-}
-
-void TcpTransport::leaving_because_of(int rank) {
-  if (!first_failed_ && rank >= 0 && rank != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(rank) + 1;
-}
-
-void TcpTransport::fail_peer(int peer, const std::exception_ptr& e) {
-  if (!first_failed_ && peer != cfg_.rank) first_failed_ = static_cast<std::uint32_t>(peer) + 1;
-  fail_requests_with(peer, e);
-  drop_peer(peer);
-}
-
-void TcpTransport::break_off(int peer, const std::exception_ptr& e) {
-  fail_requests_with(peer, e);
-  // Parked, not closed: a stream that ends mid-frame tells the peer this
-  // rank died, and it would log a live rank as the job's failure. The
-  // sockets stay open, unread and unwritten, until this transport goes.
-  std::vector<Connection*> ours;
-  for (auto& c : conns_)
-    if (c->peer() == peer) ours.push_back(c.get());
-  for (Connection* c : ours) retire(*c, /*park=*/true);
-}
-
-void TcpTransport::fail_requests_with(int peer, const std::exception_ptr& e) {
-  for (auto& c : conns_)
-    if (c->peer() == peer) fail_requests_of(*c, e);
-  complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
-  complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
-}
-
-void TcpTransport::fail_all(const std::exception_ptr& e) {
-  for (auto& c : conns_) fail_requests_of(*c, e);
-  for (auto& [tok, r] : rts_out_) host_.complete(*r, e);
-  rts_out_.clear();
-  for (auto& [tok, r] : rdv_in_) host_.complete(*r, e);
-  rdv_in_.clear();
-}
-
-void TcpTransport::shutdown() {
-  // Goodbye on every socket whose queue is empty, so peers can tell a clean
-  // exit from a crash. Best effort, bounded: a dead peer must not stall us.
-  // It says which failure we learned of first: we may leave because of it.
-  const auto bye = wire::make_header(wire::FrameType::Bye, 0, 0, 0, first_failed_);
-  const Deadline d = Deadline::after(Millis(1000));
-  for (auto& c : conns_) {
-    if (c->closed() || c->peer() < 0) continue;
-    if (!c->idle()) continue;
-    try {
-      net::write_all(c->fd(), &bye, sizeof bye, d, "peer");
-    } catch (const Error&) {
-    }
-  }
-  while (!conns_.empty()) retire(*conns_.back());
-  host_.del_fd(listen_fd_.get());
-  listen_fd_.reset();
-}
-
-void TcpTransport::reap() { retired_.clear(); }
 
 }  // namespace braid

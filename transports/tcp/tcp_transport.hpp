@@ -118,6 +118,12 @@ class TcpTransport final : public Transport, private EventSource {
                    const std::function<bool(const Request&)>& belongs);
   void connection_closed_cleanly(Connection& c);
   void retire(Connection& c, bool park = false);
+  // Writes HELLO (and the nonce, where the job has a secret) on a socket
+  // dialed to a peer's listener; returns the HELLO, bound into the proofs.
+  wire::FrameHeader say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce);
+  // Says `bye` to `peer` over a socket dialed for it alone, where every
+  // socket to it is mid-frame (shutdown()); bounded by `deadline`.
+  void goodbye_afresh(int peer, const net::SockAddr& listener, const wire::FrameHeader& bye, Deadline deadline);
   // Completes with `e` every request held for `peer`.
   void fail_requests_with(int peer, const std::exception_ptr& e);
   void fail_requests_of(Connection& c, const std::exception_ptr& e);
@@ -132,7 +138,17 @@ class TcpTransport final : public Transport, private EventSource {
 
   std::vector<std::unique_ptr<Connection>> conns_;  // live
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
-  std::vector<Fd> parked_;  // sockets of connections break_off() left out of step
+  // Sockets of connections break_off() left out of step, with the peer's
+  // listener where the connection was dialed (for goodbye_afresh()).
+  struct Parked {
+    int peer;
+    std::optional<net::SockAddr> listener;
+    Fd fd;
+  };
+  std::vector<Parked> parked_;
+  // Connections that ended while connection_broken() read a peer's last
+  // words, handled after it.
+  std::vector<std::pair<Connection*, std::string>> broken_while_draining_;
   int sockets_;                   // dialed per peer (BRAID_TCP_SOCKETS)
   std::vector<Connection*> out_;  // the connection this rank dialed, per peer
   std::vector<std::vector<Connection*>> stripes_;  // per peer, the other sockets dialed to it

@@ -1,3 +1,11 @@
+// The engine: progress over the transports, matching, waiting, timeouts and
+// cancelling (engine.hpp). Failures are engine_failure.cpp, connecting a
+// peer engine_connect.cpp.
+//
+// Why one file of ~530 lines: progress, completion and waiting are one
+// state machine over the engine's mutex (the token holder polls, others
+// sleep on the condition variable); split, each half would reach into the
+// other's fields.
 #include "src/runtime/engine.hpp"
 
 #include <sched.h>

@@ -9,6 +9,10 @@
 // Every waiter reads the log about once a second (the watchdog), which is
 // also how ranks that never talk to the dead one learn of it. Only the
 // store's loss ends the whole job (abort_locked).
+//
+// Why one file of ~530 lines: recording a failure, the words of peers that
+// left, the log's order and the watchdog all edit failures_ and its order;
+// they are one policy, read together.
 #include <algorithm>
 #include <optional>
 

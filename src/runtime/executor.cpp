@@ -1,3 +1,10 @@
+// The message-plan runner (executor.hpp says how it runs a plan).
+//
+// Why one file of ~560 lines: compiling a plan for this rank (the fast-box
+// layout, the call's fingerprint, the step tables) and running it (Runner)
+// share the CompiledPlan's layout and its invariants; a reader checks one
+// against the other. What peers leave in the store when they give up is in
+// gave_up.cpp.
 #include "src/runtime/executor.hpp"
 
 #include <algorithm>

@@ -20,7 +20,7 @@
 // bytes, so a small message is one cache line crossing cores, with no
 // signal and no descriptor.
 //
-// Why one file of ~780 lines: the runner's turn, wait, data and fast-box
+// Why one file of ~820 lines: the runner's turn, wait, data and fast-box
 // steps share one hot loop and its per-call state (one struct, compiled per
 // window). What belonged to the window (descriptors, signals, the ledger,
 // memory) has moved behind the face; what is left is one idea, running a

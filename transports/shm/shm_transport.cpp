@@ -1,3 +1,9 @@
+// ShmTransport (shm_transport.hpp says how it works).
+//
+// Why one file of ~570 lines: the rings, the announced copies and the
+// peers' lives (attach, goodbye, exit, withdrawal) all move the same
+// per-peer state and the ring's records in step; the segment and ring
+// layouts are in segment.hpp and ring.hpp.
 #include "transports/shm/shm_transport.hpp"
 
 #include "transports/record_text.hpp"

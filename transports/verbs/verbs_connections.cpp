@@ -1,5 +1,9 @@
 // VerbsTransport's connections: set-up through the handshake
 // (handshake.hpp), the liveness socket, failure, and teardown.
+//
+// Why one file of ~540 lines: a connection's life is one state machine
+// (handshake, ready, failed, said goodbye), and each of its transitions
+// touches the queue pair, the liveness socket and the credits together.
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>

@@ -624,6 +624,48 @@ TEST_CASE("a rank whose every socket to a peer is mid-frame says goodbye to it o
   }
 }
 
+TEST_CASE("a rank that gave up and exited unseen is not named for the rank it waited on", "[failure]") {
+  // As above, but rank 2 returns from main on its error, and no goodbye of
+  // its reaches rank 0, which it never sent to: rank 0 finds its process
+  // gone (chaos: a host-mate of a stopped rank timed out, exited, and a
+  // survivor named it "its process is gone"). Its record of giving up in
+  // the store must still name rank 1.
+  int gone[2];
+  REQUIRE(::pipe(gone) == 0);
+  auto res = run_ranks(3, [&](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16, 1.0f);
+    braid::all_reduce(braid::tensor(v));  // everyone (on one host, through the group's window)
+    if (rank == 1) {  // alive, but in no call: until the others are done
+      st.wait({"test/go"}, std::chrono::seconds(60));
+      return;
+    }
+    char byte = 1;
+    if (rank == 2) {  // waits on rank 1 (a ring from root 1: 1 -> 2 -> 0), gives up, exits
+      auto e = expect_error(
+          [&] { braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"}); },
+          ErrorCode::Timeout, "timed out");
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+      braid::take_context().reset();
+      RANK_CHECK(::write(gone[1], &byte, 1) == 1);
+      return;
+    }
+    RANK_CHECK(::read(gone[0], &byte, 1) == 1);
+    try {
+      braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::seconds(30), .algorithm = "ring"});
+      RANK_CHECK_MSG(false, "broadcast succeeded without ranks 1 and 2");
+    } catch (const braid::Error& e) {
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+    }
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  ::close(gone[0]);
+  ::close(gone[1]);
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

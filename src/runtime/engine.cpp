@@ -352,19 +352,21 @@ void Engine::break_off_locked(int peer, const std::exception_ptr& why) {
     std::rethrow_exception(why);
   } catch (const std::exception& x) {
     what = x.what();
+  } catch (...) {
   }
-  BRAID_WARN("rank {}: the connection to it is out of step and closed ({})", peer, what);
+  BRAID_WARN("rank {}: the connection to it is out of step and given up ({})", peer, what);
   auto e = std::make_exception_ptr(Error(
       ErrorCode::Transport,
-      fmt::format("the connection to rank {} was closed out of step, by an earlier op with it that gave up "
+      fmt::format("the connection to rank {} was given up out of step, by an earlier op with it that gave up "
                   "mid-transfer ({}); nothing more can pass between the two ranks in this job",
                   peer, what),
       peer));
   out_of_step_.emplace(peer, e);
   if (Transport* t = route_[static_cast<std::size_t>(peer)]) t->break_off(peer, e);
-  // Receives posted for it would wait for a connection that is gone.
+  // Receives posted for it would wait for a connection that is gone: they
+  // fail as every op with it now does (request_error_locked).
   matcher_.for_each_posted([&](Request& q) {
-    if (q.peer == peer) complete(q, e);
+    if (auto err = request_error_locked(q)) complete(q, err);
   });
   cv_.notify_all();
 }

@@ -326,7 +326,7 @@ class Engine final : public TransportHost {
   bool any_failed_ = false;
   std::atomic<bool> troubled_{false};  // any_failed_ or abort_error_, read without the mutex
   std::vector<int> unpublished_;  // found here, not yet in the log
-  // Peers whose connection break_off_locked closed, with the error later
+  // Peers whose connection break_off_locked gave up, with the error later
   // ops with them get.
   std::unordered_map<int, std::exception_ptr> out_of_step_;
   std::uint64_t log_read_ = 0;    // log entries read so far

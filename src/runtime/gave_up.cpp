@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "src/common/error_record.hpp"
 #include "src/common/errors.hpp"
@@ -78,7 +79,7 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
   if (!g) return Error(ErrorCode::Store, fmt::format("{}: the store holds a malformed record under {}", c.what, gave_up_key(c)));
   int about = g->named == e.rank() ? g->by : g->named;
   std::string why = g->what;
-  if (g->code == ErrorCode::Timeout) why = with_own_diagnosis(e, c, why, &about);
+  if (g->code == ErrorCode::Timeout) why = with_own_diagnosis(e, c, why, &about, g->named == g->by ? -1 : g->named);
   return Error(g->code, fmt::format("{}: rank {} gave up on this call: {}", c.what, g->by, why), about);
 }
 
@@ -86,10 +87,14 @@ std::optional<Error> read_gave_up(Engine& e, const ExecCall& c) {
 
 // A peer's timeout relayed: its text without its view of the positions
 // (cut short on the way), with this rank's, which names the rank behind.
-std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, int* about) {
+std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, int* about, int hint) {
   if (const auto at = why.find(" (where each rank is:"); at != std::string::npos) why.resize(at);
   int behind = -1;
-  why += diagnose(e, c, &behind);
+  // The peer's culprit is a hint, not a verdict: where this rank's view of
+  // the positions leaves it among the ranks behind (none seen waiting, as in
+  // a job that lost a link while it started), it stays the one to name;
+  // the peer met it (a connect that failed, a wait), the positions did not.
+  why += diagnose(e, c, &behind, {}, hint != e.rank() ? hint : -1);
   if (behind >= 0) *about = behind;
   return why;
 }

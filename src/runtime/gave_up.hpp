@@ -24,8 +24,9 @@ void publish_gave_up(Engine& e, const ExecCall& c, const std::exception_ptr& why
 
 // A peer's timeout relayed: its text without its view of the positions (cut
 // short on the way), with this rank's, which names the rank behind; *about
-// becomes that rank where the diagnosis finds one.
-std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, int* about);
+// becomes that rank where the diagnosis finds one. `hint`: the third rank
+// the peer's error named (-1: none), preferred among the ranks behind.
+std::string with_own_diagnosis(Engine& e, const ExecCall& c, std::string why, int* about, int hint);
 
 // For a peer that left the job while this call waited on it: its record of
 // giving up on the group's previous call or the one before (a neighbour in a

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "src/common/env.hpp"
+#include "src/common/error_record.hpp"
 #include "src/common/log.hpp"
 
 namespace braid {
@@ -22,6 +23,7 @@ constexpr int kWarm = 3;
 constexpr std::size_t kBulkBytes = 4u << 20;      // long enough to show the rate, short enough for init
 constexpr int kBulks = 3;
 constexpr const char* kKey = "link/probe";
+const std::string kFailed = "failed ";  // then an error record: a prober gave up
 
 using Clock = std::chrono::steady_clock;
 
@@ -46,6 +48,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A prober's failure, under the figures' key (first writer wins): the
+// ranks that wait for the figures learn why there are none, and whom it
+// names (the other prober: across a cut link the only rank this one can say
+// anything of), instead of waiting out their timeout and naming the store's
+// host, which is alive.
+void record_failure(Context& c, const Error& x, int other) {
+  if (x.code() != ErrorCode::Timeout && x.code() != ErrorCode::PeerFailure && x.code() != ErrorCode::Transport) return;
+  try {
+    store::CallCap cap(Deadline::after(Millis(500)));
+    const int named = x.peer() >= 0 ? x.peer() : other;
+    c.store->compare_set(kKey, {}, store::to_bytes(kFailed + error_record_text({x.code(), named, c.rank, x.what()})));
+  } catch (const Error&) {  // the store is out of reach too: the waiters' timeout says so
+  }
+}
+
 }  // namespace
 
 LinkSettings probe_link(Context& c, const detail::GroupImpl& g) {
@@ -56,38 +73,43 @@ LinkSettings probe_link(Context& c, const detail::GroupImpl& g) {
   const int a = g.ranks[0], b = g.ranks[static_cast<std::size_t>(far - host_of.begin())];
   Engine& e = *c.engine;
   if (c.rank == a || c.rank == b) {
-    const bool first = c.rank == a;
-    const int peer = first ? b : a;
-    std::vector<char> buf(kBulkBytes);
-    char word[8] = {};
-    std::vector<double> rtts;
-    for (int i = 0; i < kWarm + kPings; ++i) {
-      const auto t0 = Clock::now();
-      exchange(e, g, first, peer, word, sizeof word, c.timeout);
-      exchange(e, g, !first, peer, word, sizeof word, c.timeout);
-      if (i >= kWarm) rtts.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-    }
-    // Rank a sends `bytes`, b answers with 8: the best of kBulks tries.
-    auto transfer = [&](std::size_t bytes) {
-      double best = 1e30;
-      for (int i = 0; i < kBulks; ++i) {
+    try {
+      const bool first = c.rank == a;
+      const int peer = first ? b : a;
+      std::vector<char> buf(kBulkBytes);
+      char word[8] = {};
+      std::vector<double> rtts;
+      for (int i = 0; i < kWarm + kPings; ++i) {
         const auto t0 = Clock::now();
-        exchange(e, g, first, peer, buf.data(), bytes, c.timeout);
+        exchange(e, g, first, peer, word, sizeof word, c.timeout);
         exchange(e, g, !first, peer, word, sizeof word, c.timeout);
-        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        if (i >= kWarm) rtts.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      return best;
-    };
-    // The rate is the slope between two sizes: what both pay alike (the
-    // round trip, a shaper's initial burst) cancels out.
-    const double small = transfer(kBulkBytes / 4), large = transfer(kBulkBytes);
-    if (first) {
-      const double rtt = median(rtts);
-      LinkSettings m;
-      m.latency_s = rtt / 2;
-      const double slope = (large - small) / static_cast<double>(kBulkBytes - kBulkBytes / 4);
-      m.s_per_byte = slope > 0 ? slope : std::max(large - rtt, rtt / 2) / static_cast<double>(kBulkBytes);
-      c.store->set(kKey, store::to_bytes(fmt::format("{:.9e} {:.9e}", m.latency_s, m.s_per_byte)));
+      // Rank a sends `bytes`, b answers with 8: the best of kBulks tries.
+      auto transfer = [&](std::size_t bytes) {
+        double best = 1e30;
+        for (int i = 0; i < kBulks; ++i) {
+          const auto t0 = Clock::now();
+          exchange(e, g, first, peer, buf.data(), bytes, c.timeout);
+          exchange(e, g, !first, peer, word, sizeof word, c.timeout);
+          best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+        }
+        return best;
+      };
+      // The rate is the slope between two sizes: what both pay alike (the
+      // round trip, a shaper's initial burst) cancels out.
+      const double small = transfer(kBulkBytes / 4), large = transfer(kBulkBytes);
+      if (first) {
+        const double rtt = median(rtts);
+        LinkSettings m;
+        m.latency_s = rtt / 2;
+        const double slope = (large - small) / static_cast<double>(kBulkBytes - kBulkBytes / 4);
+        m.s_per_byte = slope > 0 ? slope : std::max(large - rtt, rtt / 2) / static_cast<double>(kBulkBytes);
+        c.store->set(kKey, store::to_bytes(fmt::format("{:.9e} {:.9e}", m.latency_s, m.s_per_byte)));
+      }
+    } catch (const Error& x) {
+      record_failure(c, x, c.rank == a ? b : a);
+      throw;
     }
   }
   std::string figures;
@@ -110,6 +132,13 @@ LinkSettings probe_link(Context& c, const detail::GroupImpl& g) {
               "init's link probe between rank {} and rank {} (the first rank on another host) did not finish within "
               "{} ms; the store answers, so rank {} is the one that is stuck, stopped or cut off",
               a, b, c.timeout.count(), b);
+  }
+  if (figures.rfind(kFailed, 0) == 0) {
+    const auto r = parse_error_record(std::string_view(figures).substr(kFailed.size()), c.world_size,
+                                      {ErrorCode::Timeout, ErrorCode::PeerFailure, ErrorCode::Transport});
+    if (!r) fail(ErrorCode::Store, "the link probe's record of its failure in the store ('{}') does not parse", kKey);
+    fail_peer(r->code, r->named, "init's link probe between rank {} and rank {} failed on rank {}: {}", a, b, r->by,
+              r->what);
   }
   std::istringstream in(figures);
   LinkSettings m;

@@ -194,12 +194,12 @@ void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
   publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, call_bytes(call_), awaits);
 }
 
-std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for) {
-  return diagnose(e, *c.group, call_number(c), c.what, call_bytes(c), behind, waited_for);
+std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for, int hint) {
+  return diagnose(e, *c.group, call_number(c), c.what, call_bytes(c), behind, waited_for, nullptr, hint);
 }
 
 std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
-                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end) {
+                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end, int hint) {
   *behind = -1;
   if (chain_end) *chain_end = -1;
   store::CallCap cap(Deadline::after(kStoreCallLimit));  // all of it: publish and read
@@ -220,6 +220,7 @@ std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, 
     }
     std::vector<int> prefer = stopped;
     prefer.insert(prefer.end(), waited_for.begin(), waited_for.end());
+    if (hint >= 0) prefer.push_back(hint);
     std::string where = describe_positions(ps, behind, prefer);
     // The rank this one waited on may itself wait on the cause (a host-mate
     // waiting across a cut link, in this call or one behind, on a stopped

@@ -111,12 +111,15 @@ int follow_waits(const std::vector<Position>& ps, std::uint64_t top, int start, 
 
 // For a call that timed out: publishes its own position, reads the others'
 // and returns " (positions: ...)", naming in *behind the rank furthest
-// behind, or -1. Never throws (the store may be gone).
-std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for = {});
+// behind, or -1. Never throws (the store may be gone). `hint`: a rank
+// another rank's error named (a relayed timeout), preferred among the ranks
+// behind after those waited on; unlike them it is not published as awaited.
+std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for = {}, int hint = -1);
 // The same for any op of group g: call #call (a point-to-point op: the
 // group's next call), `what` on `bytes`; *chain_end, where given, gets the
 // end of who waits on whom when it is not the rank waited on, else -1.
 std::string diagnose(Engine& e, const detail::GroupImpl& g, std::uint64_t call, const std::string& what,
-                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end = nullptr);
+                     std::uint64_t bytes, int* behind, const std::vector<int>& waited_for, int* chain_end = nullptr,
+                     int hint = -1);
 
 }  // namespace braid

@@ -522,6 +522,21 @@ void Engine::shutdown(int why) {
     kick();
   }
   if (async_thread_.joinable()) async_thread_.join();
+  // A rank leaving on an error leaves its word in the store too, for a peer
+  // that finds it gone without having mapped its memory or read its goodbye
+  // (a host-mate it never sent to). Not where the store is what failed.
+  bool aborted = false;
+  {
+    std::lock_guard lk(mu_);
+    aborted = abort_error_ != nullptr;
+  }
+  if (why >= 0 && why < cfg_.world_size && why != cfg_.rank && !aborted) {
+    store::CallCap cap(Deadline::after(std::chrono::milliseconds(500)));
+    try {
+      store_->set(last_word_key(cfg_.rank), store::to_bytes(std::to_string(why)));
+    } catch (const Error&) {
+    }
+  }
   std::unique_lock lk(mu_);
   // Publish failures found here so that others learn of them even if we exit now.
   publish_failures(lk);

@@ -178,6 +178,10 @@ class Engine final : public TransportHost {
   // The store key a rank sets as it leaves (teardown), before its process
   // exits: a peer that then sees the process gone knows it left, not died.
   static std::string goodbye_key(int rank) { return "bye/" + std::to_string(rank); }
+  // The store key a rank that leaves on an error sets, before its process
+  // exits, to its leaving word (the rank it names): for peers that find it
+  // gone and never read its goodbye or mapped its memory (shutdown).
+  static std::string last_word_key(int rank) { return "lastword/" + std::to_string(rank); }
   // For agreement (recovery.cpp): reads the failure log now, and records as
   // failed those of `peers` that are gone (their process exited, on this
   // host; a listener refusing, elsewhere). Throws only if the store is lost.
@@ -204,12 +208,24 @@ class Engine final : public TransportHost {
   void shutdown(int why = -1);
 
  private:
-  // Whether `peer` set its goodbye key (store read, capped at 1 s).
-  bool said_goodbye(int peer);
+  // What a peer found gone left in the store: its goodbye (it called
+  // destroy_process_group), its last word (the rank it named as it left on
+  // an error), or, where the store did not answer, why not.
+  struct Farewell {
+    bool bye = false;
+    int last_word = -1;
+    std::string store_error;
+  };
+  // Store reads, capped at 1 s each; never throws. Called without mu_.
+  Farewell farewell(int peer);
+  // A gone peer's farewell and what it knew, noted before its own failure:
+  // a store that is gone first (its host is the likelier cause), then the
+  // rank its last word names. mu_ held.
+  void note_farewell_locked(int peer, const Farewell& f);
   // A peer whose process is gone: left, if it said goodbye first (its
   // pending receives fail saying so), else failed (logged, its groups
-  // poisoned). mu_ held.
-  void note_gone_locked(int peer, bool said_goodbye);
+  // poisoned), after its farewell. mu_ held.
+  void note_gone_locked(int peer, const Farewell& f);
   // A gone peer's word of a failure it learned of before it went
   // (Transport::knew_failed), noted first: it may be why the peer left.
   void note_what_it_knew_locked(int peer);

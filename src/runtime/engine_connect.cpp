@@ -12,7 +12,9 @@ bool Engine::routed(int peer) const {
 }
 
 void Engine::connect_refused(const Request& r, const std::string& reason) {
+  const Farewell f = farewell(r.peer);
   std::unique_lock lk(mu_);
+  note_farewell_locked(r.peer, f);
   note_failure_locked(r.peer, reason, true);
   throw_for(lk, r);  // publishes first: learns the root cause if another rank logged one earlier
 }

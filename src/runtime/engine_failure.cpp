@@ -227,8 +227,9 @@ void Engine::peer_left(int peer) {
 }
 
 void Engine::peer_gone(int peer, const std::string& reason, std::uint32_t id) {
+  const Farewell f = farewell(peer);
   std::unique_lock lk(mu_);
-  note_what_it_knew_locked(peer);
+  note_farewell_locked(peer, f);
   note_failure_locked(peer, reason, true);
   throw_error(lk, [&] { return group_error_locked(id); });
 }
@@ -319,10 +320,10 @@ void Engine::check_peer_alive(int peer) {
     }
   }
   if (!dead) return;
-  const bool left = said_goodbye(peer);
+  const Farewell f = farewell(peer);
   std::unique_lock lk(mu_);
-  note_gone_locked(peer, left);
-  if (left) throw Error(ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group)", peer), peer);
+  note_gone_locked(peer, f);
+  if (f.bye) throw Error(ErrorCode::PeerFailure, fmt::format("rank {} left the job (destroy_process_group)", peer), peer);
   throw_error(lk, [&] { return rank_error_locked(peer); });
 }
 
@@ -339,9 +340,20 @@ void Engine::note_what_it_knew_locked(int peer) {
     note_failure_locked(q, fmt::format("reported by rank {} (in the group's window) before it exited", peer), true);
 }
 
-void Engine::note_gone_locked(int peer, bool said_goodbye) {
+void Engine::note_farewell_locked(int peer, const Farewell& f) {
+  // A survivor of the store's host that finds a host-mate gone, which left
+  // on the job's abort without a word it could read, names the store's
+  // host, as the host-mate did.
+  if (!f.store_error.empty()) store_lost_locked(f.store_error);
+  const int q = f.last_word;
+  if (q >= 0 && q < cfg_.world_size && q != peer && q != cfg_.rank && !failed_[static_cast<std::size_t>(peer)])
+    note_failure_locked(q, fmt::format("reported by rank {} (in the store) as it left", peer), true);
   note_what_it_knew_locked(peer);
-  if (said_goodbye) peer_left(peer);
+}
+
+void Engine::note_gone_locked(int peer, const Farewell& f) {
+  note_farewell_locked(peer, f);
+  if (f.bye) peer_left(peer);
   else note_failure_locked(peer, "its process is gone (exited or killed)", true);
 }
 
@@ -355,13 +367,18 @@ bool Engine::stopped(int rank) {
   }
 }
 
-bool Engine::said_goodbye(int peer) {
+Engine::Farewell Engine::farewell(int peer) {
+  Farewell f;
   store::CallCap cap(Deadline::after(kStoreCallLimit));
   try {
-    return store_->try_get(goodbye_key(peer)).has_value();
-  } catch (const Error&) {  // the store is gone: the watchdog says so
-    return false;
+    f.bye = store_->try_get(goodbye_key(peer)).has_value();
+    if (!f.bye)
+      if (const auto v = store_->try_get(last_word_key(peer)))
+        f.last_word = decimal(store::to_string(*v), 9).value_or(-1);  // written by the peer: checked by the reader
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Store || e.code() == ErrorCode::Timeout) f.store_error = e.what();
   }
+  return f;
 }
 
 void Engine::refresh_failures(const std::vector<int>& peers) {
@@ -385,11 +402,10 @@ void Engine::refresh_failures(const std::vector<int>& peers) {
       }
     }
   }
-  std::vector<int> left;
-  for (int p : dead)
-    if (said_goodbye(p)) left.push_back(p);
+  std::vector<Farewell> words;
+  for (int p : dead) words.push_back(farewell(p));
   std::unique_lock lk(mu_);
-  for (int p : dead) note_gone_locked(p, std::find(left.begin(), left.end(), p) != left.end());
+  for (std::size_t i = 0; i < dead.size(); ++i) note_gone_locked(dead[i], words[i]);
   // Publishing also reads what the others logged.
   if (unpublished_.empty()) {
     while (publishing_) cv_.wait(lk);
@@ -523,7 +539,8 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     // that is gone or frozen (its host stopped) serves nobody any more.
     if (e.code() == ErrorCode::Store || e.code() == ErrorCode::Timeout) store_error = e.what();
   }
-  const bool dead_left = dead >= 0 && store_error.empty() && said_goodbye(dead);
+  Farewell dead_word;
+  if (dead >= 0 && store_error.empty()) dead_word = farewell(dead);
   lk.lock();
   token_ = false;
   publishing_ = false;
@@ -531,7 +548,7 @@ void Engine::watchdog(std::unique_lock<std::mutex>& lk) {
     store_lost_locked(store_error);
   } else {
     apply_log_locked(entries);
-    if (dead >= 0) note_gone_locked(dead, dead_left);
+    if (dead >= 0) note_gone_locked(dead, dead_word);
   }
   cv_.notify_all();
 }

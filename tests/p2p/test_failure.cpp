@@ -666,6 +666,48 @@ TEST_CASE("a rank that gave up and exited unseen is not named for the rank it wa
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a rank that gave up and exited unseen with no window leaves its word in the store", "[failure]") {
+  // As above, with nothing shared but the store: no collective ran (no
+  // group window), rank 2 never sent to rank 0 (its memory is not mapped
+  // there, and no goodbye of its reaches rank 0). Rank 0 waits on rank 2
+  // alone, and finds its process gone (chaos, shared memory: a host-mate of
+  // a stopped rank timed out, exited, and a survivor named it). Its last
+  // word, in the store, must make rank 0 name rank 1.
+  int gone[2];
+  REQUIRE(::pipe(gone) == 0);
+  auto res = run_ranks(3, [&](int rank, int) {
+    init_env();
+    auto& st = *braid::context().store;
+    std::vector<float> v(16, 1.0f);
+    if (rank == 1) {  // alive, sending nothing: until rank 0 is done
+      st.wait({"test/go"}, std::chrono::seconds(60));
+      return;
+    }
+    char byte = 1;
+    if (rank == 2) {  // waits on rank 1, gives up, exits
+      auto e = expect_error(
+          [&] { braid::recv(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000)}); },
+          ErrorCode::Timeout, "timed out");
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+      braid::take_context().reset();
+      RANK_CHECK(::write(gone[1], &byte, 1) == 1);
+      return;
+    }
+    RANK_CHECK(::read(gone[0], &byte, 1) == 1);
+    try {
+      braid::recv(braid::tensor(v), 2, {.timeout = std::chrono::seconds(30)});
+      RANK_CHECK_MSG(false, "a receive from rank 2 succeeded after it exited");
+    } catch (const braid::Error& e) {
+      RANK_CHECK_MSG(e.peer() == 1, e.what());
+    }
+    st.set("test/go", braid::store::to_bytes(std::string("1")));
+  });
+  ::close(gone[0]);
+  ::close(gone[1]);
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {
   // Rank 0 hosts the store and is killed; rank 1, which waits on it, learns
   // of it and leaves; rank 2 waits on rank 1 only (it never talks to rank 0,

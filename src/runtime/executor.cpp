@@ -508,8 +508,9 @@ void throw_peer_gave_up(Engine& e, const onesided::Window& w, int peer, const on
   if (f.code == static_cast<int>(ErrorCode::PeerFailure) && about != w.world_rank(peer))
     e.note_reported(about, fmt::format("reported by rank {}", w.world_rank(peer)));
   int named = about;
+  const int third = about != w.world_rank(peer) ? about : -1;  // the rank the peer named, if not itself
   const std::string why =
-      f.code == static_cast<int>(ErrorCode::Timeout) ? with_own_diagnosis(e, call, f.why, &named, named == w.world_rank(peer) ? -1 : named) : f.why;
+      f.code == static_cast<int>(ErrorCode::Timeout) ? with_own_diagnosis(e, call, f.why, &named, third) : f.why;
   throw Error(f.code >= 0 && f.code <= known ? static_cast<ErrorCode>(f.code) : ErrorCode::PeerFailure,
               fmt::format("{}: rank {} gave up on this call: {}", call.what, w.world_rank(peer), why), named);
 }

@@ -10,7 +10,6 @@
 
 #include <optional>
 #include <utility>
-#include <vector>
 
 #include "src/common/error_record.hpp"
 #include "src/common/errors.hpp"

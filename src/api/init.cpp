@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -85,7 +86,21 @@ std::unique_ptr<store::TcpStoreServer> host_store(const std::string& host, int p
   for (;;) {
     if (auto s = store::TcpStoreServer::try_create(host, port)) return s;
     const Fd probe = net::connect_once(net::resolve(host, port), Deadline::after(Millis(200)));
-    if (probe.valid() || errno != ECONNREFUSED || until.expired()) break;
+    if (probe.valid() || errno != ECONNREFUSED) break;
+    if (until.expired()) {
+      // Still refused after a second, on an address of this host: the port
+      // is held by a socket that does not listen (a connection of this host,
+      // one closing in TIME_WAIT say), and no store will ever answer there.
+      // Elsewhere a braid-store may yet come up: the clients wait for it.
+      if (net::try_listen_on(net::resolve(host, 0)).valid()) {
+        std::string range;
+        std::getline(std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> std::ws, range);
+        fail(ErrorCode::Store, "rank 0 cannot host the store on {}:{}: the port is in use on this host but nothing "
+             "listens there (a connection holds it, perhaps one closing in TIME_WAIT): choose a MASTER_PORT outside "
+             "this host's ephemeral ports ({}, net.ipv4.ip_local_port_range)", host, port, range);
+      }
+      break;
+    }
     std::this_thread::sleep_for(Millis(10));
   }
   BRAID_INFO("port {} is taken: using the store already serving it", port);

@@ -145,6 +145,36 @@ TEST_CASE("rank 0 hosts the store on a port that a connect meeting itself held f
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("rank 0 on a port held by a connection says so within seconds", "[init][errors]") {
+  // MASTER_PORT drawn from the ephemeral range may be held by a connection
+  // of this host (seen in chaos across hosts: an earlier job's socket
+  // closing in TIME_WAIT): nothing listens there, and no store ever will.
+  // Rank 0 must say why, at once, not wait out its timeout and name itself
+  // as the store's host that is unreachable.
+  auto res = run_ranks(1, [](int, int) {
+    braid::Fd listener = braid::net::listen_on(braid::net::resolve("127.0.0.1", 0));
+    braid::Fd held(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    const auto any = braid::net::resolve("127.0.0.1", 0);
+    RANK_CHECK(::bind(held.get(), reinterpret_cast<const sockaddr*>(&any.ss), any.len) == 0);
+    const auto to = bound_to(listener.get());
+    RANK_CHECK(::connect(held.get(), reinterpret_cast<const sockaddr*>(&to.ss), to.len) == 0);
+    const int port = bound_to(held.get()).port();
+    RANK_CHECK(!braid::net::try_listen_on(braid::net::resolve("127.0.0.1", port)).valid());  // held, not listening
+    const auto t0 = std::chrono::steady_clock::now();
+    auto e = expect_error(
+        [&] {
+          braid::init_process_group({.backend = test_backend(), .init_method = "tcp://127.0.0.1:" + std::to_string(port),
+                                     .rank = 0, .world_size = 2, .timeout = std::chrono::seconds(30)});
+        },
+        ErrorCode::Store, "nothing listens there");
+    RANK_CHECK_MSG(std::string(e.what()).find("ephemeral") != std::string::npos, e.what());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    RANK_CHECK_MSG(took < std::chrono::seconds(10), "rank 0 waited out its timeout");
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 TEST_CASE("a store that takes the connection and answers nothing names rank 0, its host", "[init][errors]") {
   // Rank 0 stopped (SIGSTOP) during init: its kernel still accepts
   // connections to the store's port, and nothing answers. Rank 1's init

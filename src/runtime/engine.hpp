@@ -219,8 +219,7 @@ class Engine final : public TransportHost {
   // Store reads, capped at 1 s each; never throws. Called without mu_.
   Farewell farewell(int peer);
   // A gone peer's farewell and what it knew, noted before its own failure:
-  // a store that is gone first (its host is the likelier cause), then the
-  // rank its last word names. mu_ held.
+  // the rank its last word names. mu_ held.
   void note_farewell_locked(int peer, const Farewell& f);
   // A peer whose process is gone: left, if it said goodbye first (its
   // pending receives fail saying so), else failed (logged, its groups

@@ -341,10 +341,9 @@ void Engine::note_what_it_knew_locked(int peer) {
 }
 
 void Engine::note_farewell_locked(int peer, const Farewell& f) {
-  // A survivor of the store's host that finds a host-mate gone, which left
-  // on the job's abort without a word it could read, names the store's
-  // host, as the host-mate did.
-  if (!f.store_error.empty()) store_lost_locked(f.store_error);
+  // A store that does not answer here says nothing of which went first, the
+  // peer or the store's host (rank 0 may have exited after naming this
+  // peer): the watchdog reports the store's loss on its own.
   const int q = f.last_word;
   if (q >= 0 && q < cfg_.world_size && q != peer && q != cfg_.rank && !failed_[static_cast<std::size_t>(peer)])
     note_failure_locked(q, fmt::format("reported by rank {} (in the store) as it left", peer), true);

@@ -17,8 +17,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>

@@ -209,14 +209,15 @@ class Engine final : public TransportHost {
 
  private:
   // What a peer found gone left in the store: its goodbye (it called
-  // destroy_process_group), its last word (the rank it named as it left on
-  // an error), or, where the store did not answer, why not.
+  // destroy_process_group), or its last word (the rank it named as it left
+  // on an error).
   struct Farewell {
     bool bye = false;
     int last_word = -1;
-    std::string store_error;
   };
-  // Store reads, capped at 1 s each; never throws. Called without mu_.
+  // Store reads, capped at 1 s together; never throws (a store that does
+  // not answer reads as no farewell: the watchdog reports it). Called
+  // without mu_.
   Farewell farewell(int peer);
   // A gone peer's farewell and what it knew, noted before its own failure:
   // the rank its last word names. mu_ held.

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 #include <thread>
@@ -624,28 +625,28 @@ TEST_CASE("a rank whose every socket to a peer is mid-frame says goodbye to it o
   }
 }
 
-TEST_CASE("a rank that gave up and exited unseen is not named for the rank it waited on", "[failure]") {
-  // As above, but rank 2 returns from main on its error, and no goodbye of
-  // its reaches rank 0, which it never sent to: rank 0 finds its process
-  // gone (chaos: a host-mate of a stopped rank timed out, exited, and a
-  // survivor named it "its process is gone"). Its record of giving up in
-  // the store must still name rank 1.
+// Rank 1 stays alive, in no call; rank 2 runs `give_up`, which must time
+// out naming rank 1, then returns from main on its error (its context
+// destroyed, no destroy_process_group) and signals; only then rank 0 runs
+// `survive`, which waits on rank 2, and must fail naming rank 1 (`survived`:
+// what it means if it succeeds). `first` runs on every rank before that.
+static void check_leaver_not_named(const std::function<void(std::vector<float>&)>& first,
+                                   const std::function<void(std::vector<float>&)>& give_up,
+                                   const std::function<void(std::vector<float>&)>& survive, const char* survived) {
   int gone[2];
   REQUIRE(::pipe(gone) == 0);
   auto res = run_ranks(3, [&](int rank, int) {
     init_env();
     auto& st = *braid::context().store;
     std::vector<float> v(16, 1.0f);
-    braid::all_reduce(braid::tensor(v));  // everyone (on one host, through the group's window)
-    if (rank == 1) {  // alive, but in no call: until the others are done
+    first(v);
+    if (rank == 1) {  // alive, but in no call: until rank 0 is done
       st.wait({"test/go"}, std::chrono::seconds(60));
       return;
     }
     char byte = 1;
-    if (rank == 2) {  // waits on rank 1 (a ring from root 1: 1 -> 2 -> 0), gives up, exits
-      auto e = expect_error(
-          [&] { braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"}); },
-          ErrorCode::Timeout, "timed out");
+    if (rank == 2) {
+      auto e = expect_error([&] { give_up(v); }, ErrorCode::Timeout, "timed out");
       RANK_CHECK_MSG(e.peer() == 1, e.what());
       braid::take_context().reset();
       RANK_CHECK(::write(gone[1], &byte, 1) == 1);
@@ -653,8 +654,8 @@ TEST_CASE("a rank that gave up and exited unseen is not named for the rank it wa
     }
     RANK_CHECK(::read(gone[0], &byte, 1) == 1);
     try {
-      braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::seconds(30), .algorithm = "ring"});
-      RANK_CHECK_MSG(false, "broadcast succeeded without ranks 1 and 2");
+      survive(v);
+      RANK_CHECK_MSG(false, survived);
     } catch (const braid::Error& e) {
       RANK_CHECK_MSG(e.peer() == 1, e.what());
     }
@@ -666,6 +667,25 @@ TEST_CASE("a rank that gave up and exited unseen is not named for the rank it wa
   REQUIRE(all_ok(res));
 }
 
+TEST_CASE("a rank that gave up and exited unseen is not named for the rank it waited on", "[failure]") {
+  // As above, but rank 2 returns from main on its error, and no goodbye of
+  // its reaches rank 0, which it never sent to: rank 0 finds its process
+  // gone (chaos: a host-mate of a stopped rank timed out, exited, and a
+  // survivor named it "its process is gone"). Its record of giving up in
+  // the store must still name rank 1.
+  check_leaver_not_named(
+      // everyone (on one host, through the group's window)
+      [](std::vector<float>& v) { braid::all_reduce(braid::tensor(v)); },
+      // rank 2 waits on rank 1 (a ring from root 1: 1 -> 2 -> 0)
+      [](std::vector<float>& v) {
+        braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000), .algorithm = "ring"});
+      },
+      [](std::vector<float>& v) {
+        braid::broadcast(braid::tensor(v), 1, {.timeout = std::chrono::seconds(30), .algorithm = "ring"});
+      },
+      "broadcast succeeded without ranks 1 and 2");
+}
+
 TEST_CASE("a rank that gave up and exited unseen with no window leaves its word in the store", "[failure]") {
   // As above, with nothing shared but the store: no collective ran (no
   // group window), rank 2 never sent to rank 0 (its memory is not mapped
@@ -673,39 +693,11 @@ TEST_CASE("a rank that gave up and exited unseen with no window leaves its word 
   // alone, and finds its process gone (chaos, shared memory: a host-mate of
   // a stopped rank timed out, exited, and a survivor named it). Its last
   // word, in the store, must make rank 0 name rank 1.
-  int gone[2];
-  REQUIRE(::pipe(gone) == 0);
-  auto res = run_ranks(3, [&](int rank, int) {
-    init_env();
-    auto& st = *braid::context().store;
-    std::vector<float> v(16, 1.0f);
-    if (rank == 1) {  // alive, sending nothing: until rank 0 is done
-      st.wait({"test/go"}, std::chrono::seconds(60));
-      return;
-    }
-    char byte = 1;
-    if (rank == 2) {  // waits on rank 1, gives up, exits
-      auto e = expect_error(
-          [&] { braid::recv(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000)}); },
-          ErrorCode::Timeout, "timed out");
-      RANK_CHECK_MSG(e.peer() == 1, e.what());
-      braid::take_context().reset();
-      RANK_CHECK(::write(gone[1], &byte, 1) == 1);
-      return;
-    }
-    RANK_CHECK(::read(gone[0], &byte, 1) == 1);
-    try {
-      braid::recv(braid::tensor(v), 2, {.timeout = std::chrono::seconds(30)});
-      RANK_CHECK_MSG(false, "a receive from rank 2 succeeded after it exited");
-    } catch (const braid::Error& e) {
-      RANK_CHECK_MSG(e.peer() == 1, e.what());
-    }
-    st.set("test/go", braid::store::to_bytes(std::string("1")));
-  });
-  ::close(gone[0]);
-  ::close(gone[1]);
-  INFO(describe(res));
-  REQUIRE(all_ok(res));
+  check_leaver_not_named(
+      [](std::vector<float>&) {},
+      [](std::vector<float>& v) { braid::recv(braid::tensor(v), 1, {.timeout = std::chrono::milliseconds(1000)}); },
+      [](std::vector<float>& v) { braid::recv(braid::tensor(v), 2, {.timeout = std::chrono::seconds(30)}); },
+      "a receive from rank 2 succeeded after it exited");
 }
 
 TEST_CASE("a rank that left after the store's host died is not named for it", "[failure]") {

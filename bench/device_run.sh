@@ -26,7 +26,7 @@
 #
 # The whole test suite of the CUDA build, as a second call:
 #      run(command = "bash bench/device_run.sh --suite", carry = [".devrun"], timeout_s = 600)
-# SUITE_ONLY="name ..." runs only those tests (the rest of a call that ran
+# SUITE_ONLY="name ..." runs only those tests, started in that order (the rest of a call that ran
 # out of time). --pack also stages every test program of the build (stripped) under
 # .devrun/suite with `meson introspect --tests`; the device machine's meson is
 # another version than the one that configured the build, so
@@ -110,9 +110,12 @@ if [[ "${1:-}" == "--suite" ]]; then
 import json, sys
 import os
 skip = {"install-pkgconfig", "install-cmake", "readme-examples", "verbs-vm", "verbs-vm-two-devices"}
-only = set(os.environ.get("SUITE_ONLY", "").split())  # a rerun of the tests a cut-short call missed
-print(json.dumps([t for t in json.load(open(sys.argv[1]))
-                  if t["name"] not in skip and (not only or t["name"] in only)]))
+only = os.environ.get("SUITE_ONLY", "").split()  # a rerun of the tests a cut-short call missed,
+tests = [t for t in json.load(open(sys.argv[1]))   # started in the order it names them
+         if t["name"] not in skip and (not only or t["name"] in only)]
+if only:
+    tests.sort(key=lambda t: only.index(t["name"]))
+print(json.dumps(tests))
 PY
   python3 "$here/bench/device_suite.py" "$out/tests.json" --jobs 8 --log /tmp/suite_logs
   rc=$?

@@ -194,11 +194,15 @@ void Engine::store_lost_locked(const std::string& why) {
   // its segment) says: that rank is the cause, and the store went after.
   note_what_it_knew_locked(0);
   note_failure_locked(0, fmt::format("the store it hosts became unreachable ({})", why), false);
-  for (const Failure& f : failures_)
-    if (f.rank != 0 && f.rank != cfg_.rank)
-      return abort_locked(fmt::format("rank {} failed: {}; rank 0, which hosts the store, left after it (the store "
-                                      "became unreachable: {})", f.rank, f.reason, why),
-                          f.rank);
+  // The first failure in the log's order is the cause; rank 0 is, where it
+  // was known failed before any other (a peer's goodbye said so).
+  for (const Failure& f : failures_) {
+    if (f.rank == cfg_.rank) continue;
+    if (f.rank == 0) break;
+    return abort_locked(fmt::format("rank {} failed: {}; rank 0, which hosts the store, left after it (the store "
+                                    "became unreachable: {})", f.rank, f.reason, why),
+                        f.rank);
+  }
   abort_locked(fmt::format("rank 0 failed: the store became unreachable ({}); rank 0 hosts it", why), 0);
 }
 
@@ -465,11 +469,19 @@ void Engine::publish_failures(std::unique_lock<std::mutex>& lk) {
   // One thread publishes; others wait for its answer, which may change the
   // error they are about to throw.
   cv_.wait(lk, [&] { return !publishing_; });
+  // After the job's abort (its store lost, or its log malformed) the log
+  // tells nobody anything: a frozen store would hold each error its timeout.
+  if (abort_error_) unpublished_.clear();
   if (unpublished_.empty()) return;
   auto mine = std::move(unpublished_);
   unpublished_.clear();
   publishing_ = true;
   const auto from = log_read_;
+  // Rank 0 known failed (a peer that left said so): its store answers late
+  // or never, so a second, not the store's whole timeout, before the error
+  // goes out without the log; its order here stands.
+  std::optional<store::CallCap> cap;
+  if (failed_[0]) cap.emplace(Deadline::after(kStoreCallLimit));
   lk.unlock();
   std::vector<std::pair<std::uint64_t, int>> logged;
   std::vector<std::pair<std::uint64_t, std::string>> entries;

@@ -3,6 +3,7 @@
 // rank within seconds, never a hang.
 #include <catch2/catch.hpp>
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -741,6 +742,64 @@ TEST_CASE("a rank that left after the store's host died is not named for it", "[
     } catch (const braid::Error&) {
     }
   });
+  INFO(describe(res));
+  REQUIRE((!res[0].exited && res[0].code == SIGKILL));
+  REQUIRE(res[1].ok());
+  REQUIRE(res[2].ok());
+}
+
+TEST_CASE("a goodbye naming the frozen store's host is believed without the store", "[failure]") {
+  // Rank 0 hosts the store and stops: the store freezes. Rank 1 (timeout
+  // 3 s) finds it frozen, aborts and leaves, its goodbye naming rank 0.
+  // Rank 2 (timeout 60 s) learns of it only from that goodbye, after rank 1
+  // has gone. Its error must name rank 0 at once, not after waiting out its
+  // 60 s on a store that will not answer (chaos, rank 0 stopped over TCP:
+  // such a publish made a survivor's error 3 s late).
+  int left[2];  // rank 1 writes a byte once it has left
+  REQUIRE(::pipe(left) == 0);
+  auto res = run_ranks(3, [&](int rank, int) {
+    braid::init_process_group({.backend = test_backend(), .init_method = "env://",
+                               .timeout = rank == 1 ? std::chrono::seconds(3) : std::chrono::seconds(60)});
+    auto& st = *braid::context().store;
+    float x = 1.0f;
+    auto one = braid::tensor(&x, 1);
+    if (rank == 0) {
+      st.set("test/pid0", braid::store::to_bytes(std::to_string(::getpid())));
+      st.wait({"test/ready"}, std::chrono::seconds(30));
+      ::raise(SIGSTOP);  // rank 2 kills it at the end
+      return;
+    }
+    if (rank == 1) {
+      braid::send(one, 2);
+      auto w = braid::irecv(one, 0, {.tag = 1});
+      auto e = expect_error([&] { w.wait(); }, ErrorCode::PeerFailure, "rank 0");
+      RANK_CHECK_MSG(e.peer() == 0, e.what());
+      try {
+        braid::destroy_process_group();  // its goodbye goes out, naming rank 0
+      } catch (const braid::Error&) {
+      }
+      RANK_CHECK(::write(left[1], "x", 1) == 1);
+      return;
+    }
+    braid::recv(one, 1);
+    const int pid0 = std::stoi(braid::store::to_string(st.get("test/pid0")));
+    st.set("test/ready", braid::store::to_bytes(std::string("1")));
+    // Out of Braid until rank 1 has left (a waiter in Braid would itself ask
+    // the frozen store, and wait out its 60 s there first).
+    pollfd p{left[0], POLLIN, 0};
+    RANK_CHECK_MSG(::poll(&p, 1, 40000) == 1, "rank 1 never left");
+    const auto t1 = Clock::now();
+    try {
+      braid::recv(one, 1, {.timeout = std::chrono::seconds(60), .tag = 2});
+      RANK_CHECK_MSG(false, "a receive from rank 1 succeeded after it left");
+    } catch (const braid::Error& e) {
+      RANK_CHECK_MSG(e.peer() == 0, e.what());
+      RANK_CHECK_MSG(seconds_since(t1) < 20, fmt::format("{:.1f} s: {}", seconds_since(t1), e.what()));
+    }
+    ::kill(pid0, SIGKILL);
+  }, {.timeout_s = 120, .env = {}});
+  ::close(left[0]);
+  ::close(left[1]);
   INFO(describe(res));
   REQUIRE((!res[0].exited && res[0].code == SIGKILL));
   REQUIRE(res[1].ok());

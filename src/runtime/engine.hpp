@@ -283,6 +283,9 @@ class Engine final : public TransportHost {
   // published unless `publish` is false (another rank did).
   void note_failure_locked(int rank, const std::string& reason, bool publish, std::uint64_t seq = kUnlogged);
   std::exception_ptr rank_error_locked(int rank) const;
+  // The failure `peer` said it knew of as it left (its goodbye or memory,
+  // the group's window), or -1.
+  int word_of_locked(int peer) const;
   std::exception_ptr group_error_locked(std::uint32_t id) const;
   // Why r cannot proceed (job abort, its group poisoned, its peer failed).
   std::exception_ptr request_error_locked(const Request& r) const;

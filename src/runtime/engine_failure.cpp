@@ -40,10 +40,29 @@ std::string log_key(std::uint64_t seq) { return fmt::format("failures/{}", seq);
 // --- what an op is told ---------------------------------------------------------
 
 std::exception_ptr Engine::rank_error_locked(int rank) const {
+  // A rank that left on a failure it named (its goodbye, its memory, the
+  // group's window) passes that failure on: where it is known, it is the
+  // cause to name, not the rank that left (chaos, shared memory: a host-mate
+  // of a stopped rank timed out, exited, and survivors that found its
+  // process gone named it, though they had noted its word first).
+  const int q = word_of_locked(rank);
+  const int named = q >= 0 && q < cfg_.world_size && q != rank && q != cfg_.rank && failed_[static_cast<std::size_t>(q)]
+                        ? q
+                        : rank;
   for (const Failure& f : failures_)
-    if (f.rank == rank)
-      return std::make_exception_ptr(Error(ErrorCode::PeerFailure, fmt::format("rank {} failed: {}", rank, f.reason), rank));
+    if (f.rank == named)
+      return std::make_exception_ptr(Error(
+          ErrorCode::PeerFailure,
+          named == rank ? fmt::format("rank {} failed: {}", rank, f.reason)
+                        : fmt::format("rank {} failed: {}; rank {} left after it", named, f.reason, rank),
+          named));
   return nullptr;
+}
+
+int Engine::word_of_locked(int peer) const {
+  for (const Transport* t : all_)
+    if (const int q = t->knew_failed(peer); q >= 0) return q;
+  return window_word_ ? window_word_(peer) : -1;
 }
 
 std::exception_ptr Engine::group_error_locked(std::uint32_t id) const {

@@ -551,9 +551,20 @@ TEST_CASE("a send that gives up mid-transfer does not declare its live receiver 
             },
             ErrorCode::Timeout, "rank 1 waits in turn on rank 2");
         RANK_CHECK_MSG(e.peer() == 2, e.what());  // diagnosed: the end of the chain of waits
+        // Bytes of the timed-out send on the wire leave the stream out of
+        // step, and later sends are refused. Over TCP its frame may not have
+        // started (the socket filled up at the end of the one before): it
+        // was withdrawn whole, the stream is in step, and a later send waits
+        // like any other for rank 1, which reads nothing (once in about 20
+        // runs this send waited out the 60 s default timeout: this fits).
         int y = 0;
-        (void)expect_error([&] { braid::send(braid::tensor(&y, 1), 1, {.tag = 8}); }, ErrorCode::Transport,
-                           "out of step");
+        try {
+          braid::send(braid::tensor(&y, 1), 1, {.timeout = std::chrono::milliseconds(1000), .tag = 8});
+          RANK_CHECK_MSG(false, "a send to rank 1 succeeded");
+        } catch (const braid::Error& x) {
+          const bool refused = x.code() == ErrorCode::Transport && std::string(x.what()).find("out of step") != std::string::npos;
+          RANK_CHECK_MSG(refused || (!shm && x.code() == ErrorCode::Timeout), x.what());
+        }
         RANK_CHECK(::read(done[0], &byte, 1) == 1);  // until rank 1 is through
       } else if (rank == 1) {
         int y = 0;

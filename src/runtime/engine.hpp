@@ -286,6 +286,8 @@ class Engine final : public TransportHost {
   // The failure `peer` said it knew of as it left (its goodbye or memory,
   // the group's window), or -1.
   int word_of_locked(int peer) const;
+  // failures_ in the log's order, each rank after the failure its word names.
+  void order_failures_locked();
   std::exception_ptr group_error_locked(std::uint32_t id) const;
   // Why r cannot proceed (job abort, its group poisoned, its peer failed).
   std::exception_ptr request_error_locked(const Request& r) const;

@@ -138,8 +138,7 @@ void Engine::note_failure_locked(int rank, const std::string& reason, bool publi
     // Known already: the log may place it earlier than we did.
     for (Failure& f : failures_)
       if (f.rank == rank && seq < f.seq) f.seq = seq;
-    std::stable_sort(failures_.begin(), failures_.end(),
-                     [](const Failure& a, const Failure& b) { return a.seq < b.seq; });
+    order_failures_locked();
     return;
   }
   BRAID_WARN("rank {} failed: {}", rank, reason);
@@ -147,7 +146,7 @@ void Engine::note_failure_locked(int rank, const std::string& reason, bool publi
   any_failed_ = true;
   troubled_.store(true, std::memory_order_release);
   failures_.push_back({rank, seq, reason});
-  std::stable_sort(failures_.begin(), failures_.end(), [](const Failure& a, const Failure& b) { return a.seq < b.seq; });
+  order_failures_locked();
   if (publish && seq == kUnlogged) unpublished_.push_back(rank);
   for (const auto& [id, members] : groups_)
     if (std::find(members.begin(), members.end(), rank) != members.end()) poisoned_.insert(id);
@@ -180,6 +179,32 @@ void Engine::note_failure_locked(int rank, const std::string& reason, bool publi
     if (r->peer == rank) complete(*r, e_rank);
   cv_.notify_all();
   if (token_) kick();
+}
+
+void Engine::order_failures_locked() {
+  std::stable_sort(failures_.begin(), failures_.end(), [](const Failure& a, const Failure& b) { return a.seq < b.seq; });
+  // A rank that left on a failure it named comes after that failure,
+  // whatever the log says: the rank that logged its death first may not
+  // have read its word (chaos: a rank that timed out on a stopped host-mate
+  // and exited was logged by another that found it gone, and survivors that
+  // had read its word in the group's window named it all the same).
+  // Bounded: a word that names a rank after it moves that rank once.
+  std::size_t i = 0, moves = 0;
+  while (i < failures_.size() && moves <= failures_.size()) {
+    const int q = word_of_locked(failures_[i].rank);
+    const auto at = failures_.begin() + static_cast<std::ptrdiff_t>(i);
+    const auto later = q < 0 ? failures_.end()
+                             : std::find_if(at + 1, failures_.end(), [q](const Failure& f) { return f.rank == q; });
+    if (later == failures_.end()) {
+      ++i;
+      continue;
+    }
+    Failure cause = *later;
+    cause.seq = std::min(cause.seq, at->seq);
+    failures_.erase(later);
+    failures_.insert(failures_.begin() + static_cast<std::ptrdiff_t>(i), cause);
+    ++moves;  // i stays: the cause's own word is looked at next
+  }
 }
 
 void Engine::fail_all_locked(const std::exception_ptr& e) {

@@ -151,7 +151,8 @@ void TcpTransport::drop_peer(int peer) {
 
 void TcpTransport::heard_goodbye(int peer, std::uint64_t word) {
   if (peer < 0 || peer >= cfg_.world_size) return;
-  BRAID_INFO("tcp: rank {} said goodbye (it knew of a failure of rank {})", peer, static_cast<long long>(word) - 1);
+  if (word == 0) BRAID_INFO("tcp: rank {} said goodbye (it knew of no failure)", peer);
+  else BRAID_INFO("tcp: rank {} said goodbye (it knew of a failure of rank {})", peer, word - 1);  // unchecked: a log
   bye_knew_[static_cast<std::size_t>(peer)] = word;
   host_.peer_said_goodbye(peer);
 }

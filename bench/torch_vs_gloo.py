@@ -7,8 +7,9 @@ form, which Gloo has) and broadcast of float32 from 8 B to 64 MiB the way torch 
 warm-up calls, then many calls in a loop under time.perf_counter, a barrier
 before each loop, OMP_NUM_THREADS=1 as torchrun sets it; the figure is the slowest rank's mean time per call, and
 the table shows the median over rounds. Then the plugin's own cost: braid's
-dist.all_reduce of 8 B against braid-bench's time for the same call on the
-same ranks, and a DDP step of examples/ddp_train.py on each backend.
+dist.all_reduce of 8 B against braid-bench's time for the same call (in place,
+as torch's) on the same ranks, at 2 ranks and in a world of 1, and a DDP step
+of examples/ddp_train.py on each backend, 2 ranks (--plugin-only: just these).
 
     PYTHONPATH=build/src/bindings/torch /usr/bin/python3 bench/torch_vs_gloo.py --build build
 """
@@ -54,7 +55,9 @@ def worker(backend, sizes, budget):
                     dist.all_gather(outs, t)
                 else:
                     dist.broadcast(t, 0)
-            for _ in range(3):
+            # Warm-up: small sizes get more calls, so the first one timed (8 B,
+            # the plugin's cost below) finds the ranks past their start-up.
+            for _ in range(200 if size <= 65536 else 3):
                 call()
             # Calls per loop from a trial, the same on every rank (max).
             dist.barrier()
@@ -98,6 +101,14 @@ def job(world, argv, env_extra=None):
     return outs[0]
 
 
+def plugin_cost(label, torch_us, bench_out):
+    """dist.all_reduce(8 B) minus braid-bench's in-place time for it (torch's is in place)."""
+    m = re.search(r"^\s*8\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){4}\s+([0-9.]+)", bench_out, re.M)
+    if m:
+        print(f"plugin cost, {label}: dist.all_reduce 8 B {torch_us:.2f} us - braid-bench in place "
+              f"{float(m.group(1)):.2f} us = {torch_us - float(m.group(1)):.2f} us", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", default=None)
@@ -105,13 +116,18 @@ def main():
     ap.add_argument("--worlds", default="2,4")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per size")
+    ap.add_argument("--plugin-only", action="store_true", help="only the plugin's cost and the DDP step")
+    ap.add_argument("--sizes", default=None, help="a worker's sizes (bytes, comma-separated): all_reduce only")
     a = ap.parse_args()
     if a.worker:
-        worker(a.worker, SIZES, a.budget)
+        if a.sizes:
+            OPS[:] = ["all_reduce"]
+        worker(a.worker, [int(x) for x in a.sizes.split(",")] if a.sizes else SIZES, a.budget)
         return
     me = os.path.abspath(__file__)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} torch_vs_gloo.py --worlds {a.worlds} --rounds {a.rounds}", flush=True)
-    for world in [int(w) for w in a.worlds.split(",")]:
+    worlds = [] if a.plugin_only else [int(w) for w in a.worlds.split(",")]
+    for world in worlds:
         res = {"braid": [], "gloo": []}
         for _ in range(a.rounds):
             for backend in ("braid", "gloo"):
@@ -130,20 +146,26 @@ def main():
             g16 = statistics.median(r[f"all_reduce {16 << 20}"] for r in res["gloo"])
             busbw = lambda t: 2 * (world - 1) / world * (16 << 20) / t / 1e9  # noqa: E731
             print(f"\nall_reduce 16 MiB busbw: braid {busbw(b16):.2f} GB/s, gloo {busbw(g16):.2f} GB/s")
-            # The plugin's own cost: dist.all_reduce(8 B) minus braid-bench's time for the same call.
-            bb = os.path.join(a.build, "bench", "braid-bench")
-            out = job(world, [bb, "allreduce", "-b", "8", "-e", "8", "-n", "2000", "-w", "200"])
-            m = re.search(r"^\s*8\s+\d+\s+\w+\s+\w+\s+-?\d+\s+([0-9.]+)", out, re.M)
-            torch_us = statistics.median(r["all_reduce 8"] for r in res["braid"]) * 1e6
-            print(f"\nbraid-bench all_reduce 8 B, 2 ranks:\n{out.strip()}")
-            if m:
-                print(f"plugin cost: dist.all_reduce 8 B {torch_us:.2f} us - braid-bench {float(m.group(1)):.2f} us = "
-                      f"{torch_us - float(m.group(1)):.2f} us")
-            ex = os.path.join(os.path.dirname(me), "..", "examples", "ddp_train.py")
-            for backend in ("braid", "gloo", "braid", "gloo"):
-                out = job(world, [sys.executable, ex, "--backend", backend, "--bench", "--epochs", "4",
-                                  "--width", "256"])
-                print("DDP step, " + [ln for ln in out.splitlines() if "median step" in ln][0])
+    if 2 in worlds or a.plugin_only:
+        plugin_and_ddp(a, me)
+
+
+def plugin_and_ddp(a, me):
+    """The plugin's own cost at 2 ranks and in a world of 1, then a DDP step on each backend."""
+    bb = os.path.join(a.build, "bench", "braid-bench")
+    for world, label in ((2, "2 ranks"), (1, "1 rank")):
+        # A world of 1 has no peer whose scheduling enters the figures: the
+        # plugin's cost alone (torch's Python and dispatch included).
+        ts = [json.loads(job(world, [sys.executable, me, "--worker", "braid", "--budget", str(a.budget),
+                                     "--sizes", "8"]).split("RESULT ", 1)[1].splitlines()[0])["all_reduce 8"]
+              for _ in range(a.rounds)]
+        out = job(world, [bb, "allreduce", "-b", "8", "-e", "8", "-n", "20000", "-w", "2000"])
+        print(f"\nbraid-bench all_reduce 8 B, {label}:\n{out.strip()}")
+        plugin_cost(label, statistics.median(ts) * 1e6, out)
+    ex = os.path.join(os.path.dirname(me), "..", "examples", "ddp_train.py")
+    for backend in ("braid", "gloo", "braid", "gloo"):
+        out = job(2, [sys.executable, ex, "--backend", backend, "--bench", "--epochs", "4", "--width", "256"])
+        print("DDP step, " + [ln for ln in out.splitlines() if "median step" in ln][0], flush=True)
 
 
 if __name__ == "__main__":

@@ -283,9 +283,15 @@ class Engine final : public TransportHost {
   // published unless `publish` is false (another rank did).
   void note_failure_locked(int rank, const std::string& reason, bool publish, std::uint64_t seq = kUnlogged);
   std::exception_ptr rank_error_locked(int rank) const;
-  // The failure `peer` said it knew of as it left (its goodbye or memory,
-  // the group's window), or -1.
-  int word_of_locked(int peer) const;
+  // The failure `peer` said it knew of as it left, a rank of the job other
+  // than this one (as the transports' words are checked): in a
+  // transport's goodbye or memory (`via`), else in the group's window
+  // (`via` null); rank -1 where it said none.
+  struct Word {
+    int rank = -1;
+    const Transport* via = nullptr;
+  };
+  Word word_of_locked(int peer) const;
   // failures_ in the log's order, each rank after the failure its word names.
   void order_failures_locked();
   std::exception_ptr group_error_locked(std::uint32_t id) const;

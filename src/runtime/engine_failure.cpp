@@ -45,8 +45,8 @@ std::exception_ptr Engine::rank_error_locked(int rank) const {
   // cause to name, not the rank that left (chaos, shared memory: a host-mate
   // of a stopped rank timed out, exited, and survivors that found its
   // process gone named it, though they had noted its word first).
-  const int q = word_of_locked(rank);
-  const int named = q >= 0 && q < cfg_.world_size && q != rank && q != cfg_.rank && failed_[static_cast<std::size_t>(q)]
+  const int q = word_of_locked(rank).rank;
+  const int named = q >= 0 && q != rank && q != cfg_.rank && failed_[static_cast<std::size_t>(q)]
                         ? q
                         : rank;
   for (const Failure& f : failures_)
@@ -59,10 +59,12 @@ std::exception_ptr Engine::rank_error_locked(int rank) const {
   return nullptr;
 }
 
-int Engine::word_of_locked(int peer) const {
+Engine::Word Engine::word_of_locked(int peer) const {
   for (const Transport* t : all_)
-    if (const int q = t->knew_failed(peer); q >= 0) return q;
-  return window_word_ ? window_word_(peer) : -1;
+    if (const int q = t->knew_failed(peer); q >= 0 && q < cfg_.world_size) return {q, t};
+  if (const int q = window_word_ ? window_word_(peer) : -1; q >= 0 && q < cfg_.world_size && q != cfg_.rank)
+    return {q, nullptr};
+  return {};
 }
 
 std::exception_ptr Engine::group_error_locked(std::uint32_t id) const {
@@ -191,7 +193,7 @@ void Engine::order_failures_locked() {
   // Bounded: a word that names a rank after it moves that rank once.
   std::size_t i = 0, moves = 0;
   while (i < failures_.size() && moves <= failures_.size()) {
-    const int q = word_of_locked(failures_[i].rank);
+    const int q = word_of_locked(failures_[i].rank).rank;
     const auto at = failures_.begin() + static_cast<std::ptrdiff_t>(i);
     const auto later = q < 0 ? failures_.end()
                              : std::find_if(at + 1, failures_.end(), [q](const Failure& f) { return f.rank == q; });
@@ -377,15 +379,13 @@ void Engine::check_peer_alive(int peer) {
 
 void Engine::note_what_it_knew_locked(int peer) {
   if (peer < 0 || peer >= cfg_.world_size || failed_[static_cast<std::size_t>(peer)]) return;
-  for (const Transport* t : all_)
-    if (const int q = t->knew_failed(peer); q >= 0 && q < cfg_.world_size) {
-      note_failure_locked(q, fmt::format("reported by rank {} before it left (in its {} goodbye or memory)", peer,
-                                         t->name()),
-                          true);
-      return;
-    }
-  if (const int q = window_word_ ? window_word_(peer) : -1; q >= 0 && q < cfg_.world_size && q != cfg_.rank)
-    note_failure_locked(q, fmt::format("reported by rank {} (in the group's window) before it exited", peer), true);
+  const Word w = word_of_locked(peer);
+  if (w.rank < 0) return;
+  note_failure_locked(w.rank,
+                      w.via ? fmt::format("reported by rank {} before it left (in its {} goodbye or memory)", peer,
+                                          w.via->name())
+                            : fmt::format("reported by rank {} (in the group's window) before it exited", peer),
+                      true);
 }
 
 void Engine::note_farewell_locked(int peer, const Farewell& f) {

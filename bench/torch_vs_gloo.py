@@ -34,7 +34,7 @@ def fmt_size(b):
     return f"{b} B"
 
 
-def worker(backend, sizes, budget):
+def worker(backend, sizes, budget, ops=OPS):
     import torch
     import torch.distributed as dist
     if backend == "braid":
@@ -42,7 +42,7 @@ def worker(backend, sizes, budget):
     dist.init_process_group(backend, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     out = {}
-    for op in OPS:
+    for op in ops:
         for size in sizes:
             n = max(1, size // 4)
             t = torch.ones(n)
@@ -101,6 +101,11 @@ def job(world, argv, env_extra=None):
     return outs[0]
 
 
+def result_of(out):
+    """A worker job's figures (rank 0 prints them)."""
+    return json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+
+
 def plugin_cost(label, torch_us, bench_out):
     """dist.all_reduce(8 B) minus braid-bench's in-place time for it (torch's is in place)."""
     m = re.search(r"^\s*8\s+\d+\s+\w+\s+\w+\s+-?\d+(?:\s+\S+){4}\s+([0-9.]+)", bench_out, re.M)
@@ -121,8 +126,9 @@ def main():
     a = ap.parse_args()
     if a.worker:
         if a.sizes:
-            OPS[:] = ["all_reduce"]
-        worker(a.worker, [int(x) for x in a.sizes.split(",")] if a.sizes else SIZES, a.budget)
+            worker(a.worker, [int(x) for x in a.sizes.split(",")], a.budget, ["all_reduce"])
+        else:
+            worker(a.worker, SIZES, a.budget)
         return
     me = os.path.abspath(__file__)
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} torch_vs_gloo.py --worlds {a.worlds} --rounds {a.rounds}", flush=True)
@@ -132,7 +138,7 @@ def main():
         for _ in range(a.rounds):
             for backend in ("braid", "gloo"):
                 out = job(world, [sys.executable, me, "--worker", backend, "--budget", str(a.budget)])
-                res[backend].append(json.loads(out.split("RESULT ", 1)[1].splitlines()[0]))
+                res[backend].append(result_of(out))
         print(f"\n## {world} ranks: median of {a.rounds} rounds, time per call (us); speed-up = gloo / braid")
         print("| op | size | braid | gloo | speed-up |\n|---|---|---|---|---|")
         for op in OPS:
@@ -156,8 +162,8 @@ def plugin_and_ddp(a, me):
     for world, label in ((2, "2 ranks"), (1, "1 rank")):
         # A world of 1 has no peer whose scheduling enters the figures: the
         # plugin's cost alone (torch's Python and dispatch included).
-        ts = [json.loads(job(world, [sys.executable, me, "--worker", "braid", "--budget", str(a.budget),
-                                     "--sizes", "8"]).split("RESULT ", 1)[1].splitlines()[0])["all_reduce 8"]
+        ts = [result_of(job(world, [sys.executable, me, "--worker", "braid", "--budget", str(a.budget),
+                                    "--sizes", "8"]))["all_reduce 8"]
               for _ in range(a.rounds)]
         out = job(world, [bb, "allreduce", "-b", "8", "-e", "8", "-n", "20000", "-w", "2000"])
         print(f"\nbraid-bench all_reduce 8 B, {label}:\n{out.strip()}")

@@ -181,6 +181,13 @@ class Transport {
   // may have given up and exited because of that rank: with the store's
   // host among the dead, the failure log that would order the two is gone.
   virtual int knew_failed(int /*peer*/) const { return -1; }
+  // Init, for each rank on this host (`peer.address` is this transport's):
+  // keep what lets knew_failed read its word once it is gone, though no
+  // message may ever pass between us. Otherwise a host-mate that left on
+  // the store host's loss and exited first leaves no word here, and the
+  // survivor that finds it gone names it (chaos: rank 0 killed in teardown,
+  // over shm).
+  virtual void keep_word_of(const PeerInfo& /*peer*/) {}
   // This rank leaves on an error that named `rank` (Engine::leaving_word),
   // just before shutdown(): where it learned of no failure, its word to
   // peers (knew_failed's) says that rank.

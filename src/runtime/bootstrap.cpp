@@ -68,17 +68,24 @@ void claim_rank(store::Store& st, int rank, const std::string& where) {
 }
 
 // The roster: rank 0 reads every rank's host record and CPU list once and
-// publishes them as one key ("roster": a line "identity<TAB>cpus" per rank),
-// which every other rank reads: a rank's init costs the same few store
-// operations whatever the world's size (rank 0's grow with it).
-void load_roster(Context& c, store::Store& st) {
+// publishes them as one key ("roster": a line "identity<TAB>cpus<TAB>shm"
+// per rank, shm being its shared-memory address, if it has one), which every
+// other rank reads: a rank's init costs the same few store operations
+// whatever the world's size (rank 0's grow with it). Returns the shared-
+// memory addresses, per global rank.
+std::vector<std::string> load_roster(Context& c, store::Store& st) {
   const auto n = static_cast<std::size_t>(c.world_size);
   std::string text;
   if (c.rank == 0) {
     for (std::size_t r = 0; r < n; ++r) {
       const auto host = store::to_string(st.get(fmt::format("host/{}", r), c.timeout));
       const auto cpus = store::to_string(st.get(fmt::format("cpus/{}", r), c.timeout));
-      text += host.substr(0, host.find('|')) + '\t' + cpus + '\n';
+      std::string shm;
+      try {
+        shm = parse_peer_record(host, static_cast<int>(r)).address("shm");
+      } catch (const Error&) {  // a malformed record fails that rank's connect, with the reason
+      }
+      text += host.substr(0, host.find('|')) + '\t' + cpus + '\t' + shm + '\n';
     }
     st.set("roster", store::to_bytes(text));
   } else {
@@ -86,17 +93,21 @@ void load_roster(Context& c, store::Store& st) {
   }
   c.host_ids.clear();
   c.cpu_lists.clear();
+  std::vector<std::string> shm;
   for (std::size_t pos = 0; pos < text.size();) {
     const auto nl = text.find('\n', pos);
     const auto tab = text.find('\t', pos);
-    if (nl == std::string::npos || tab == std::string::npos || tab > nl) break;
+    const auto tab2 = tab == std::string::npos ? tab : text.find('\t', tab + 1);
+    if (nl == std::string::npos || tab2 == std::string::npos || tab2 > nl) break;
     c.host_ids.push_back(text.substr(pos, tab - pos));
-    c.cpu_lists.push_back(text.substr(tab + 1, nl - tab - 1));
+    c.cpu_lists.push_back(text.substr(tab + 1, tab2 - tab - 1));
+    shm.push_back(text.substr(tab2 + 1, nl - tab2 - 1));
     pos = nl + 1;
   }
   if (c.host_ids.size() != n)
     fail(ErrorCode::Store, "the job's roster in the store holds {} ranks' records, not the world's {}: the store "
          "was written by something else", c.host_ids.size(), n);
+  return shm;
 }
 
 }  // namespace
@@ -166,8 +177,17 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
     }
     fail(ErrorCode::InvalidArgument, "{}", store::to_string(*m));
   }
-  load_roster(*c, *st);
+  const std::vector<std::string> shm = load_roster(*c, *st);
   learn_topology(*c, wg);
+  // Every host-mate's word, kept from now on (Engine::keep_words_of): one
+  // that leaves on the store host's loss and exits before any message
+  // passed between us still says why.
+  std::vector<PeerInfo> mates;
+  for (int r = 0; r < world; ++r)
+    if (r != rank && c->host_ids[static_cast<std::size_t>(r)] == c->host_ids[static_cast<std::size_t>(rank)] &&
+        !shm[static_cast<std::size_t>(r)].empty())
+      mates.push_back(PeerInfo{r, true, 0, shm[static_cast<std::size_t>(r)]});
+  c->engine->keep_words_of("shm", mates);
   // Ranks pinned to distinct CPUs do not share them, though each sees one.
   // The ranks that compete for CPUs are those of one machine (kernel), not
   // only of one host: hosts emulated in network namespaces share its CPUs.

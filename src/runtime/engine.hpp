@@ -163,6 +163,9 @@ class Engine final : public TransportHost {
     std::lock_guard lk(mu_);
     window_word_ = std::move(read);
   }
+  // Init: the transport named `transport` keeps each host-mate's word from
+  // now on (Transport::keep_word_of), `mates` carrying its addresses.
+  void keep_words_of(const std::string& transport, const std::vector<PeerInfo>& mates);
   // As note_reported, ordered just before `before`'s failure if that is
   // noted already: the report is of what made `before` leave.
   void note_reported_before(int rank, int before, const std::string& reason);

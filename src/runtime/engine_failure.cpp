@@ -67,6 +67,13 @@ Engine::Word Engine::word_of_locked(int peer) const {
   return {};
 }
 
+void Engine::keep_words_of(const std::string& transport, const std::vector<PeerInfo>& mates) {
+  std::lock_guard lk(mu_);
+  for (Transport* t : all_)
+    if (t->name() == transport)
+      for (const PeerInfo& m : mates) t->keep_word_of(m);
+}
+
 std::exception_ptr Engine::group_error_locked(std::uint32_t id) const {
   if (!poisoned_.count(id)) return nullptr;
   const auto& members = groups_.at(id);

@@ -415,3 +415,61 @@ TEST_CASE("tcp alone: BRAID_TCP_SOCKETS dials that many sockets and a large mess
     CHECK(p.b.failed.empty());
   }
 }
+
+// A host-mate that left on a failure and exited before any message passed
+// between us: its word (the rank it left because of) is read only if its
+// segment was kept while it lived (keep_word_of, at init). Chaos found the
+// miss: rank 0 killed in teardown, a host-mate left on the store's loss and
+// exited, and a survivor that had never mapped it named it as the culprit.
+TEST_CASE("shm alone: a host-mate's word is read after it exits, though no message passed") {
+  const std::uint64_t job = (static_cast<std::uint64_t>(::getpid()) << 16) ^ 0x3f0d;
+  auto cfg = [&](int rank) {
+    TransportConfig c = config(rank, job);
+    c.world_size = 3;
+    return c;
+  };
+  int to_parent[2], to_child[2];
+  REQUIRE(::pipe(to_parent) == 0);
+  REQUIRE(::pipe(to_child) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // rank 2: publishes its address, leaves naming rank 0 when told, exits
+    ::close(to_parent[0]);
+    ::close(to_child[1]);
+    FakeHost c(2);
+    c.t = std::make_unique<ShmTransport>(c, cfg(2));
+    const std::string addr = c.t->address() + "\n";
+    if (::write(to_parent[1], addr.data(), addr.size()) != static_cast<ssize_t>(addr.size())) ::_exit(3);
+    char go;
+    if (::read(to_child[0], &go, 1) != 1) ::_exit(4);
+    c.t->leaving_because_of(0);
+    c.t->shutdown();
+    ::_exit(0);
+  }
+  ::close(to_parent[1]);
+  ::close(to_child[0]);
+  std::string addr;
+  char ch;
+  while (::read(to_parent[0], &ch, 1) == 1 && ch != '\n') addr.push_back(ch);
+  ::close(to_parent[0]);
+  REQUIRE_FALSE(addr.empty());
+  const PeerInfo mate{2, true, static_cast<int>(child), addr};
+
+  FakeHost kept(1), not_kept(1);
+  kept.t = std::make_unique<ShmTransport>(kept, cfg(1));
+  not_kept.t = std::make_unique<ShmTransport>(not_kept, cfg(1));
+  kept.t->keep_word_of(mate);
+  CHECK(kept.t->knew_failed(2) == -1);  // it has not left yet
+  REQUIRE(::write(to_child[1], "x", 1) == 1);
+  ::close(to_child[1]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(kept.t->knew_failed(2) == 0);
+  CHECK(not_kept.t->knew_failed(2) == -1);  // nothing mapped, nothing to read: why it is kept at init
+  // Too late now: it is gone, and keeping it again is no error.
+  not_kept.t->keep_word_of(mate);
+  CHECK(not_kept.t->knew_failed(2) == -1);
+  kept.t->shutdown();
+  not_kept.t->shutdown();
+}

@@ -489,6 +489,15 @@ int ShmTransport::knew_failed(int p) const {
   return knew > 0 && knew <= static_cast<std::uint64_t>(cfg_.world_size) && q != p && q != cfg_.rank ? q : -1;
 }
 
+void ShmTransport::keep_word_of(const PeerInfo& p) {
+  if (p.rank < 0 || p.rank >= cfg_.world_size || p.rank == cfg_.rank) return;
+  Peer& x = peer(p.rank);
+  if (x.seg.valid()) return;
+  std::string why;
+  if (auto a = attach(p.rank, p.address, &why)) x.seg = std::move(a->seg);
+  else BRAID_INFO("rank {}: its shared-memory word cannot be kept ({})", p.rank, why);
+}
+
 void ShmTransport::leaving_because_of(int rank) {
   // For peers that find this rank gone later (on_peer_exit), or hear its goodbye.
   std::uint32_t none = 0;

@@ -59,6 +59,9 @@ class ShmTransport final : public Transport {
   void fail_peer(int peer, const std::exception_ptr& e) override;
   void break_off(int peer, const std::exception_ptr& e) override;
   int knew_failed(int peer) const override;
+  // Maps its segment (its header: state, first_failed) until adopt() maps it
+  // for use; a peer we cannot attach to now is left as it is.
+  void keep_word_of(const PeerInfo& peer) override;
   // A failure `peer` learned of before it went (knew_failed) is noted first,
   // as reported by it `when` (as it left, before it exited, ...).
   void note_what_it_knew(int peer, const char* when);

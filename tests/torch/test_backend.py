@@ -319,6 +319,44 @@ def dead_peer(rank, world, port, tmp):
     check(time.monotonic() - t0 < 15, "failed within the timeout")
 
 
+@scenario(3)
+def shareable_tensors(rank, world, port, tmp):
+    """use_shareable_memory(): large tensors in memory the host's ranks map,
+    the groups' ops told so only where every rank has it on."""
+    check(not braid_torch.shareable_memory_on(), "off until asked for")
+    braid_torch.use_shareable_memory(64 << 10)
+    init(rank, world)
+    check(dist.distributed_c10d._get_default_group().shareable, "every rank had it on: the group uses it")
+    for n in (1000, 300_000, 4 << 20):  # under the threshold, over it, several MiB (floats)
+        t = val(rank, n, torch.float32)
+        dist.broadcast(t, 1)
+        check(torch.equal(t, val(1, n, torch.float32)), f"broadcast of {n} floats")
+        a = val(rank, n, torch.float32)
+        dist.all_reduce(a)
+        want = sum(val(r, n, torch.int64) for r in range(world)).to(torch.float32)
+        check(torch.equal(a, want), f"all_reduce of {n} floats")
+        outs = [torch.zeros(n) for _ in range(world)]
+        dist.all_gather(outs, val(rank, n, torch.float32))
+        check(all(torch.equal(outs[r], val(r, n, torch.float32)) for r in range(world)), f"all_gather of {n}")
+        del t, a, outs  # freed through the same allocator: small and large alike
+    dist.barrier()
+
+
+@scenario(2)
+def shareable_one_rank(rank, world, port, tmp):
+    """Only rank 0 asked for shareable tensors: the group must not use them."""
+    if rank == 0:
+        braid_torch.use_shareable_memory(64 << 10)
+    init(rank, world)
+    check(not dist.distributed_c10d._get_default_group().shareable, "a rank without it: the group does not use it")
+    t = val(rank, 1 << 20, torch.float32)
+    dist.broadcast(t, 0)
+    check(torch.equal(t, val(0, 1 << 20, torch.float32)), "broadcast")
+    a = val(rank, 1 << 20, torch.float32)
+    dist.all_reduce(a)
+    check(torch.equal(a, sum(val(r, 1 << 20, torch.int64) for r in range(world)).to(torch.float32)), "all_reduce")
+
+
 # --- driver ----------------------------------------------------------------------------
 
 def worker(name, rank, world, port, tmp):

@@ -5,6 +5,7 @@
 
 #include "braid/version.hpp"
 #include "process_group.hpp"
+#include "shareable.hpp"
 
 namespace py = pybind11;
 
@@ -23,5 +24,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("backend") = "auto",
            py::arg("store_host") = "", py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport_backend",
-                             [](const braid_torch::ProcessGroupBraid& pg) { return pg.communicator().backend(); });
+                             [](const braid_torch::ProcessGroupBraid& pg) { return pg.communicator().backend(); })
+      .def_property_readonly("shareable", &braid_torch::ProcessGroupBraid::shareable);
+  m.def("use_shareable_memory", &braid_torch::use_shareable_memory, py::arg("min_bytes") = std::size_t{1} << 20);
+  m.def("shareable_memory_on", &braid_torch::shareable_memory_on);
 }

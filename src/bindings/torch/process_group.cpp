@@ -3,6 +3,7 @@
 #include <map>
 
 #include "braid/error.hpp"
+#include "shareable.hpp"
 #include "store_adapter.hpp"
 
 namespace braid_torch {
@@ -16,6 +17,12 @@ ProcessGroupBraid::ProcessGroupBraid(const c10::intrusive_ptr<c10d::Store>& stor
   comm_ = std::make_unique<braid::Communicator>(
       std::make_shared<C10dStore>(store), rank, size,
       braid::CommunicatorOptions{.backend = backend, .timeout = timeout, .name = "pg", .store_host = store_host});
+  // Shareable tensors (shareable.hpp) shape the plans, so every rank must
+  // say the same: the group uses them only where every rank installed the
+  // allocator (one byte's MIN, at creation).
+  std::uint8_t on = shareable_memory_on() ? 1 : 0;
+  comm_->all_reduce(braid::tensor(&on, 1), braid::ReduceOp::Min, options(timeout)).wait();
+  shareable_ = on == 1;
   init();
 }
 
@@ -25,6 +32,7 @@ braid::OpOptions ProcessGroupBraid::options(std::chrono::milliseconds timeout) c
   braid::OpOptions o;
   o.group = &comm_->group();
   o.async_op = true;
+  o.shareable_buffers = shareable_;
   if (timeout.count() > 0) o.timeout = timeout;  // kUnsetTimeout: the group's
   return o;
 }

@@ -66,6 +66,7 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
 
   const braid::Communicator& communicator() const { return *comm_; }
+  bool shareable() const { return shareable_; }
 
  private:
   braid::OpOptions options(std::chrono::milliseconds timeout) const;
@@ -77,6 +78,9 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
                                         std::vector<at::Tensor> outputs, Carry carry);
 
   std::unique_ptr<braid::Communicator> comm_;
+  // Every rank's tensors of 1 MiB and more are shareable (shareable.hpp):
+  // the ops say so (OpOptions::shareable_buffers).
+  bool shareable_ = false;
   // Shared with the works it completes; stopped (drained) by the destructor
   // before the communicator goes.
   std::shared_ptr<Completer> completer_ = std::make_shared<Completer>();

@@ -1,0 +1,76 @@
+#include "shareable.hpp"
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <atomic>
+#include <mutex>
+#include <unordered_set>
+
+#include "braid/memory.hpp"
+
+namespace braid_torch {
+
+namespace {
+
+// Which pointers came from mem_alloc: one deleter (raw_deleter) serves both
+// kinds, so torch's raw_allocate works as with its own allocator.
+std::mutex shared_mu;
+std::unordered_set<void*>& shared_ptrs() {
+  static auto* s = new std::unordered_set<void*>;  // outlives every tensor
+  return *s;
+}
+
+void release(void* p) {
+  if (!p) return;
+  {
+    std::lock_guard lk(shared_mu);
+    if (shared_ptrs().erase(p) == 0) {
+      c10::free_cpu(p);
+      return;
+    }
+  }
+  braid::mem_free(p);
+}
+
+class ShareableAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(std::size_t n) const override {
+    void* p = nullptr;
+    if (n >= min_bytes.load(std::memory_order_relaxed)) {
+      p = braid::mem_alloc(n);  // throws braid::Error: torch shows it as RuntimeError
+      std::lock_guard lk(shared_mu);
+      shared_ptrs().insert(p);
+    } else {
+      p = c10::alloc_cpu(n);  // what torch's default CPU allocator does, bar its memory reports
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  std::atomic<std::size_t> min_bytes{1u << 20};
+};
+
+ShareableAllocator* installed = nullptr;  // set once, under install_mu
+std::mutex install_mu;
+
+}  // namespace
+
+void use_shareable_memory(std::size_t min_bytes) {
+  std::lock_guard lk(install_mu);
+  if (!installed) {
+    installed = new ShareableAllocator;  // never freed: tensors may outlive any owner
+    installed->min_bytes = std::max<std::size_t>(min_bytes, 1);
+    // Above the default allocator's priority (0) and mobile's (1).
+    c10::SetCPUAllocator(installed, 2);
+    return;
+  }
+  installed->min_bytes = std::max<std::size_t>(min_bytes, 1);
+}
+
+bool shareable_memory_on() {
+  std::lock_guard lk(install_mu);
+  return installed != nullptr;
+}
+
+}  // namespace braid_torch

@@ -10,6 +10,9 @@ the table shows the median over rounds. Then the plugin's own cost: braid's
 dist.all_reduce of 8 B against braid-bench's time for the same call (in place,
 as torch's) on the same ranks, at 2 ranks and in a world of 1, and a DDP step
 of examples/ddp_train.py on each backend, 2 ranks (--plugin-only: just these).
+--shareable adds a third contender, braid with BRAID_TORCH_SHAREABLE=1 (its
+tensors of 1 MiB and more in memory the ranks map: braid_torch's
+use_shareable_memory), and its speed-up over Gloo.
 
     PYTHONPATH=build/src/bindings/torch /usr/bin/python3 bench/torch_vs_gloo.py --build build
 """
@@ -37,8 +40,9 @@ def fmt_size(b):
 def worker(backend, sizes, budget, ops=OPS):
     import torch
     import torch.distributed as dist
-    if backend == "braid":
-        import braid_torch  # noqa: F401
+    if backend.startswith("braid"):
+        import braid_torch  # noqa: F401  (BRAID_TORCH_SHAREABLE=1 for braid+shareable: job())
+        backend = "braid"
     dist.init_process_group(backend, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     out = {}
@@ -123,6 +127,7 @@ def main():
     ap.add_argument("--budget", type=float, default=0.25, help="seconds of timed calls per size")
     ap.add_argument("--plugin-only", action="store_true", help="only the plugin's cost and the DDP step")
     ap.add_argument("--sizes", default=None, help="a worker's sizes (bytes, comma-separated): all_reduce only")
+    ap.add_argument("--shareable", action="store_true", help="also braid with BRAID_TORCH_SHAREABLE=1")
     a = ap.parse_args()
     if a.worker:
         if a.sizes:
@@ -134,19 +139,26 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')} torch_vs_gloo.py --worlds {a.worlds} --rounds {a.rounds}", flush=True)
     worlds = [] if a.plugin_only else [int(w) for w in a.worlds.split(",")]
     for world in worlds:
-        res = {"braid": [], "gloo": []}
+        backends = ["braid", "gloo"] + (["braid+shareable"] if a.shareable else [])
+        res = {b: [] for b in backends}
         for _ in range(a.rounds):
-            for backend in ("braid", "gloo"):
-                out = job(world, [sys.executable, me, "--worker", backend, "--budget", str(a.budget)])
+            for backend in backends:
+                extra = {"BRAID_TORCH_SHAREABLE": "1"} if backend == "braid+shareable" else {"BRAID_TORCH_SHAREABLE": "0"}
+                out = job(world, [sys.executable, me, "--worker", backend, "--budget", str(a.budget)], extra)
                 res[backend].append(result_of(out))
         print(f"\n## {world} ranks: median of {a.rounds} rounds, time per call (us); speed-up = gloo / braid")
-        print("| op | size | braid | gloo | speed-up |\n|---|---|---|---|---|")
+        more = " braid+shareable | speed-up |" if a.shareable else ""
+        print(f"| op | size | braid | gloo | speed-up |{more}\n|---|---|---|---|---|{'---|---|' if a.shareable else ''}")
         for op in OPS:
             for size in SIZES:
                 k = f"{op} {size}"
                 b = statistics.median(r[k] for r in res["braid"]) * 1e6
                 g = statistics.median(r[k] for r in res["gloo"]) * 1e6
-                print(f"| {op} | {fmt_size(size)} | {b:.1f} | {g:.1f} | {g / b:.1f}x |", flush=True)
+                row = f"| {op} | {fmt_size(size)} | {b:.1f} | {g:.1f} | {g / b:.1f}x |"
+                if a.shareable:
+                    s = statistics.median(r[k] for r in res["braid+shareable"]) * 1e6
+                    row += f" {s:.1f} | {g / s:.1f}x |"
+                print(row, flush=True)
         if world == 2:
             b16 = statistics.median(r[f"all_reduce {16 << 20}"] for r in res["braid"])
             g16 = statistics.median(r[f"all_reduce {16 << 20}"] for r in res["gloo"])

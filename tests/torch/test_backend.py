@@ -339,6 +339,20 @@ def shareable_tensors(rank, world, port, tmp):
         dist.all_gather(outs, val(rank, n, torch.float32))
         check(all(torch.equal(outs[r], val(r, n, torch.float32)) for r in range(world)), f"all_gather of {n}")
         del t, a, outs  # freed through the same allocator: small and large alike
+    # Out of file descriptors (each shareable tensor holds one): tensors are
+    # still made, in private memory, and still work.
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 4, hard))
+    try:
+        many = [torch.full((1 << 16,), float(i)) for i in range(16)]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    check(all(float(m.sum()) == i * (1 << 16) for i, m in enumerate(many)), "tensors past the descriptors' limit")
+    del many
+    t = val(rank, 300_000, torch.float32)
+    dist.broadcast(t, 0)
+    check(torch.equal(t, val(0, 300_000, torch.float32)), "broadcast after the limit was lifted")
     dist.barrier()
 
 

@@ -2,11 +2,13 @@
 
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
 
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
 
+#include "braid/error.hpp"
 #include "braid/memory.hpp"
 
 namespace braid_torch {
@@ -36,14 +38,20 @@ void release(void* p) {
 class ShareableAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(std::size_t n) const override {
-    void* p = nullptr;
     if (n >= min_bytes.load(std::memory_order_relaxed)) {
-      p = braid::mem_alloc(n);  // throws braid::Error: torch shows it as RuntimeError
-      std::lock_guard lk(shared_mu);
-      shared_ptrs().insert(p);
-    } else {
-      p = c10::alloc_cpu(n);  // what torch's default CPU allocator does, bar its memory reports
+      try {
+        void* p = braid::mem_alloc(n);
+        std::lock_guard lk(shared_mu);
+        shared_ptrs().insert(p);
+        return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+      } catch (const braid::Error& e) {
+        // Out of file descriptors, say: the tensor still works, through
+        // the kernel's copy, so it is made in private memory instead.
+        TORCH_WARN_ONCE("braid_torch: a shareable tensor could not be made (", e.what(),
+                        "); tensors that cannot be are made in private memory");
+      }
     }
+    void* p = c10::alloc_cpu(n);  // what torch's default CPU allocator does, bar its memory reports
     return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }

@@ -1,6 +1,12 @@
 // Work: the handle of an operation. A blocking op returns an already-completed
 // Work that holds no allocation; an async op's Work shares its state with the
 // runtime, which completes it in the background.
+//
+// Dropping a Work does not cancel its op (as MPI_Request_free does not): the
+// op runs to its end, and its buffers must stay valid until it has. A
+// receive whose buffer is freed while its message streams in writes into
+// freed memory. After one op of a list fails, wait for the others too
+// (wait_all) before their buffers go, on the error path as well.
 #pragma once
 
 #include <chrono>

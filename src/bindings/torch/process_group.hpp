@@ -78,8 +78,8 @@ class ProcessGroupBraid : public c10d::ProcessGroup {
                                         std::vector<at::Tensor> outputs, Carry carry);
 
   std::unique_ptr<braid::Communicator> comm_;
-  // Every rank's tensors of 1 MiB and more are shareable (shareable.hpp):
-  // the ops say so (OpOptions::shareable_buffers).
+  // Every rank's large tensors are shareable (shareable.hpp): the ops say so
+  // (OpOptions::shareable_buffers).
   bool shareable_ = false;
   // Shared with the works it completes; stopped (drained) by the destructor
   // before the communicator goes.

@@ -15,24 +15,34 @@ namespace braid_torch {
 
 namespace {
 
-// Which pointers came from mem_alloc: one deleter (raw_deleter) serves both
-// kinds, so torch's raw_allocate works as with its own allocator.
+// Which pointers came from mem_alloc, for raw_deleter: torch's raw_allocate
+// frees through one deleter, which must tell the two kinds apart. A tensor's
+// DataPtr carries its own kind's deleter instead, so freeing a small tensor
+// (most of them) takes no lock.
 std::mutex shared_mu;
 std::unordered_set<void*>& shared_ptrs() {
   static auto* s = new std::unordered_set<void*>;  // outlives every tensor
   return *s;
 }
 
-void release(void* p) {
-  if (!p) return;
+void free_shared(void* p) {
   {
     std::lock_guard lk(shared_mu);
-    if (shared_ptrs().erase(p) == 0) {
-      c10::free_cpu(p);
-      return;
-    }
+    shared_ptrs().erase(p);
   }
   braid::mem_free(p);
+}
+
+// raw_deleter's: either kind.
+void release(void* p) {
+  if (!p) return;
+  bool shared;
+  {
+    std::lock_guard lk(shared_mu);
+    shared = shared_ptrs().erase(p) > 0;
+  }
+  if (shared) braid::mem_free(p);
+  else c10::free_cpu(p);
 }
 
 class ShareableAllocator final : public c10::Allocator {
@@ -43,7 +53,7 @@ class ShareableAllocator final : public c10::Allocator {
         void* p = braid::mem_alloc(n);
         std::lock_guard lk(shared_mu);
         shared_ptrs().insert(p);
-        return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+        return {p, p, &free_shared, c10::Device(c10::DeviceType::CPU)};
       } catch (const braid::Error& e) {
         // Out of file descriptors, say: the tensor still works, through
         // the kernel's copy, so it is made in private memory instead.
@@ -52,7 +62,7 @@ class ShareableAllocator final : public c10::Allocator {
       }
     }
     void* p = c10::alloc_cpu(n);  // what torch's default CPU allocator does, bar its memory reports
-    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+    return {p, p, &c10::free_cpu, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 

@@ -143,7 +143,7 @@ def main():
         res = {b: [] for b in backends}
         for _ in range(a.rounds):
             for backend in backends:
-                extra = {"BRAID_TORCH_SHAREABLE": "1"} if backend == "braid+shareable" else {"BRAID_TORCH_SHAREABLE": "0"}
+                extra = {"BRAID_TORCH_SHAREABLE": "1" if backend == "braid+shareable" else "0"}
                 out = job(world, [sys.executable, me, "--worker", backend, "--budget", str(a.budget)], extra)
                 res[backend].append(result_of(out))
         print(f"\n## {world} ranks: median of {a.rounds} rounds, time per call (us); speed-up = gloo / braid")

@@ -178,6 +178,20 @@ std::uint64_t job_for(const Kind& k, int salt) {
   return (static_cast<std::uint64_t>(::getpid()) << 16) ^ std::hash<std::string>{}(k.name) ^ static_cast<std::uint64_t>(salt);
 }
 
+// A child rank hands its transport's address to the parent over a pipe, a
+// line: the child writes it (false if the pipe refused it), the parent reads
+// it (empty if the child died first).
+bool send_address(int fd, const Transport& t) {
+  const std::string line = t.address() + "\n";
+  return ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+}
+std::string read_address(int fd) {
+  std::string addr;
+  char c;
+  while (::read(fd, &c, 1) == 1 && c != '\n') addr.push_back(c);
+  return addr;
+}
+
 }  // namespace
 
 TEST_CASE("each transport alone: eager and rendezvous messages, either order") {
@@ -354,14 +368,11 @@ TEST_CASE("each transport alone: a peer that dies is reported, naming it") {
         ::close(to_parent[0]);
         FakeHost b(1);
         b.t = k.make(b, config(1, job));
-        const std::string addr = b.t->address() + "\n";
-        if (::write(to_parent[1], addr.data(), addr.size()) != static_cast<ssize_t>(addr.size())) ::_exit(3);
+        if (!send_address(to_parent[1], *b.t)) ::_exit(3);
         for (;;) b.progress();
       }
       ::close(to_parent[1]);
-      std::string addr;
-      char c;
-      while (::read(to_parent[0], &c, 1) == 1 && c != '\n') addr.push_back(c);
+      const std::string addr = read_address(to_parent[0]);
       ::close(to_parent[0]);
       REQUIRE_FALSE(addr.empty());
 
@@ -438,8 +449,7 @@ TEST_CASE("shm alone: a host-mate's word is read after it exits, though no messa
     ::close(to_child[1]);
     FakeHost c(2);
     c.t = std::make_unique<ShmTransport>(c, cfg(2));
-    const std::string addr = c.t->address() + "\n";
-    if (::write(to_parent[1], addr.data(), addr.size()) != static_cast<ssize_t>(addr.size())) ::_exit(3);
+    if (!send_address(to_parent[1], *c.t)) ::_exit(3);
     char go;
     if (::read(to_child[0], &go, 1) != 1) ::_exit(4);
     c.t->leaving_because_of(0);
@@ -448,9 +458,7 @@ TEST_CASE("shm alone: a host-mate's word is read after it exits, though no messa
   }
   ::close(to_parent[1]);
   ::close(to_child[0]);
-  std::string addr;
-  char ch;
-  while (::read(to_parent[0], &ch, 1) == 1 && ch != '\n') addr.push_back(ch);
+  const std::string addr = read_address(to_parent[0]);
   ::close(to_parent[0]);
   REQUIRE_FALSE(addr.empty());
   const PeerInfo mate{2, true, static_cast<int>(child), addr};

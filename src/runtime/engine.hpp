@@ -116,10 +116,10 @@ class Engine final : public TransportHost {
   }
 
   // How many ranks of the job run on this host, how many CPUs they may run
-  // on between them, and whether they share CPUs (cpus::oversubscribed):
-  // decides whether waiters poll before sleeping (not when they share).
+  // on between them, whether they share CPUs (cpus::oversubscribed), and
+  // whether the job spans hosts: decides how waiters poll before sleeping.
   // Called once at init.
-  void set_local_ranks(int n, int cpus, bool share);
+  void set_local_ranks(int n, int cpus, bool share, bool spans_hosts);
 
   // --- for the one-sided runner, which waits without the
   // mutex: how long to poll before sleeping, and whether to yield the CPU
@@ -238,7 +238,8 @@ class Engine final : public TransportHost {
   // to finish before its connection is given up (Engine::cancel).
   static constexpr auto kDrainWait = std::chrono::milliseconds(5000);
   struct WaitTarget;
-  void progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms);
+  // True if anything moved: a transport made progress or an event came.
+  bool progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms);
   bool wait_locked(std::unique_lock<std::mutex>& lk, const std::function<bool()>& done,
                    Deadline deadline, int peer_hint);
   void release_graveyard(std::unique_lock<std::mutex>& lk);  // also publishes failures
@@ -271,6 +272,9 @@ class Engine final : public TransportHost {
   std::chrono::microseconds spin_{50};
   bool spin_from_env_ = false;
   bool oversubscribed_ = false;
+  // Sharing CPUs in a job across hosts: a spin looks at the file
+  // descriptors every round (spin_round says why).
+  bool fds_every_round_ = false;
   // The bound on held_bytes() (BRAID_MAX_UNEXPECTED_BYTES), and whether a
   // transport holds a peer back since hold_back() said so.
   std::size_t max_held_ = 0;

@@ -7,12 +7,20 @@
 # times, so drift in the machine's load hits all alike. Prints a markdown
 # table per collective: median time over the rounds [min-max] and busbw
 # (nccl-tests' definition), out of place, float32 sum; every run checked.
-# Where iperf3 exists it first measures the link between two hosts.
+# Where iperf3 exists it first measures the link between two hosts; on a
+# shaped link each row also gives Braid's busbw over the algorithmic ceiling
+# (that link times the collective's factor, below). Each row also gives
+# braid-sim's prediction for what the runtime chooses, priced with the link
+# the job's own probe measured (BRAID_DEBUG=INFO of short jobs), and the
+# measured time over it.
 #
 #   bench/compare_hosts.sh BUILD [BEFORE_BUILD]      (root: namespaces)
 #   HOSTS=2 PER_HOST=2 RATE=4gbit (empty: unshaped) ROUNDS=3
-#   COLLS="allreduce allgather reducescatter broadcast" SIZES="8 1K 32K 512K 2M 8M 32M"
+#   COLLS="allreduce allgather reducescatter broadcast" SIZES="8 1K 32K 512K 2M 8M 32M 64M"
 #   MPI=1 (0: Braid only)  LOG_DIR=...
+#   GRID=1: every configuration issue 17 names, one after the other: 2 and 4
+#   hosts x 1 and 2 ranks per host, unshaped and at RATE (default 4gbit);
+#   logs in LOG_DIR/<hosts>x<per>-<rate>/
 #
 # Open MPI runs as the notes measured it fair on 2 cores: ob1 with the tcp
 # BTL between hosts and vader inside, yield_when_idle (ranks outnumber the
@@ -21,11 +29,24 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
+if [[ ${GRID:-0} == 1 ]]; then
+  grid_dir=${LOG_DIR:-$(mktemp -d /tmp/compare_hosts.XXXXXX)}
+  shaped=${RATE-4gbit}
+  for h in 2 4; do
+    for p in 1 2; do
+      for r in "" "$shaped"; do
+        GRID=0 HOSTS=$h PER_HOST=$p RATE=$r LOG_DIR=$grid_dir/${h}x$p-${r:-unshaped} "$0" "$@"
+        echo
+      done
+    done
+  done
+  exit 0
+fi
 build=$(cd "${1:?usage: compare_hosts.sh BUILD [BEFORE_BUILD]}" && pwd)
 before=${2:+$(cd "$2" && pwd)}
 hosts=${HOSTS:-2} per=${PER_HOST:-2} rate=${RATE-4gbit} rounds=${ROUNDS:-3}
 colls=${COLLS:-"allreduce allgather reducescatter broadcast"}
-sizes=${SIZES:-"8 1K 32K 512K 2M 8M 32M"}
+sizes=${SIZES:-"8 1K 32K 512K 2M 8M 32M 64M"}
 use_mpi=${MPI:-1}
 log_dir=${LOG_DIR:-$(mktemp -d /tmp/compare_hosts.XXXXXX)}
 mkdir -p "$log_dir"
@@ -53,12 +74,44 @@ if [[ $use_mpi == 1 ]]; then
   impls+=" mpi"
 fi
 
-link="not measured (no iperf3)"
+link="not measured (no iperf3)" gbit=""
 if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
   "$cluster" exec ${name}1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5  # a daemon: waits for one client
   gbit=$("$cluster" exec ${name}2 iperf3 -c ${name}1 -t 3 -f g 2>/dev/null | awk '/receiver/ { print $(NF-2) }')
   link="${gbit:-?} Gbit/s (iperf3, one stream, ${name}2 to ${name}1)"
 fi
+
+# The link as the runtime's cost model sees it: what the job's probe
+# measures at init (link_probe.hpp), for braid-sim's predictions; the median
+# of three short jobs' probes (one probe now and then reads several times
+# the usual latency).
+probes=$(for i in 1 2 3; do
+  "$build/tools/braidrun" --hosts "$host_list" --agent "$cluster exec" --timeout 120 env BRAID_DEBUG=INFO \
+    "$build/bench/braid-bench" allreduce -b 8 -e 8 -n 1 -w 0 -c 0 2>&1 |
+    sed -n 's/.*link between hosts ([^)]*): \([0-9.]*\) us one way, \([0-9.]*\) Gbit\/s.*/\1 \2/p' | head -1
+done)
+probe_us=$(awk '{ print $1 }' <<<"$probes" | stats | awk '{ print $1 }')
+probe_gbit=$(awk '{ print $2 }' <<<"$probes" | stats | awk '{ print $1 }')
+[[ -n $probe_us && -n $probe_gbit ]] || { probe_us=0; probe_gbit=0; }
+sim_args=()
+[[ $probe_us != 0 ]] && sim_args=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
+                                   --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')")
+# braid-sim's time for what it chooses ('*') for one collective and size.
+sim_us() {
+  "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" -b "$2" -e "$2" |
+    awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $i } }'
+}
+# The algorithmic ceiling in busbw over a link of L: every host must send
+# (all_reduce: reduce-scatter then all_gather across hosts) or receive
+# (all_gather, reduce_scatter) (H-1)/H of the data across its own link,
+# which in busbw is L x H(n-1)/((H-1)n); a broadcast's every host receives
+# it all once: L.
+ceiling_factor() {
+  case $1 in
+    broadcast) echo 1 ;;
+    *) awk -v h="$hosts" -v n="$n" 'BEGIN { print h * (n - 1) / ((h - 1) * n) }' ;;
+  esac
+}
 
 iters_for() {
   local b=$1
@@ -76,7 +129,7 @@ one() {  # impl coll size -> "time_us wrong"
   awk '/^ *[0-9]/ { print $6, $9; exit }' "$log"
 }
 
-echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, link $link, $rounds rounds; logs in $log_dir" >&2
+echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s, $rounds rounds; logs in $log_dir" >&2
 : >"$log_dir/times.txt"
 for round in $(seq 1 "$rounds"); do
   for coll in $colls; do
@@ -94,13 +147,17 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link"
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s"
+shaped_ceiling=""
+[[ -n $rate && -n $gbit ]] && shaped_ceiling=$gbit
 for coll in $colls; do
   f=$(busbw_factor "$coll" $n)
   echo; echo "### $coll, float32, out of place: median of $rounds rounds [min-max], us; busbw GB/s"; echo
   header="| size |"; rule="|---:|"
   for impl in $impls; do header+=" $impl time | $impl busbw |"; rule+="---:|---:|"; done
   [[ $impls == *mpi* ]] && { header+=" Braid / Open MPI |"; rule+="---:|"; }
+  header+=" braid-sim (us) | Braid / sim |"; rule+="---:|---:|"
+  [[ -n $shaped_ceiling ]] && { header+=" ceiling busbw | Braid / ceiling |"; rule+="---:|---:|"; }
   echo "$header"; echo "$rule"
   for s in $sizes; do
     b=$(bytes_of "$s")
@@ -112,6 +169,12 @@ for coll in $colls; do
       row+=$(awk -v m=$m -v lo=$lo -v hi=$hi -v b=$b -v f=$f 'BEGIN { printf " %.1f [%.4g-%.4g] | %.3f |", m, lo, hi, b / 1e3 / m * f }')
     done
     [[ $impls == *mpi* ]] && row+=$(awk -v a=$med_braid -v o=$med_mpi 'BEGIN { printf " %.2f |", a / o }')
+    sim=$(sim_us "$coll" "$b")
+    row+=$(awk -v a=$med_braid -v p="${sim:-0}" 'BEGIN { if (p > 0) printf " %.1f | %.2f |", p, a / p; else printf " - | - |" }')
+    if [[ -n $shaped_ceiling ]]; then
+      c=$(awk -v g="$shaped_ceiling" -v k="$(ceiling_factor "$coll")" 'BEGIN { print g / 8 * k }')
+      row+=$(awk -v a=$med_braid -v b=$b -v f=$f -v c=$c 'BEGIN { printf " %.3f | %.2f |", c, b / 1e3 / a * f / c }')
+    fi
     echo "$row"
   done
 done

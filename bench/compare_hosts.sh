@@ -113,9 +113,15 @@ ceiling_factor() {
   esac
 }
 
+# Warm-up calls pass at least 4 MiB from 4 KiB up: tbf lets a burst (1 MB)
+# through at full speed, and a timed loop that starts with the bucket full
+# reads faster than the link (an implementation whose init had drained it,
+# as Braid's link probe does, would read slower than one whose had not).
 iters_for() {
-  local b=$1
-  if (( b <= 32768 )); then echo "-n 200 -w 20"; elif (( b <= 2097152 )); then echo "-n 20 -w 3"; else echo "-n 5 -w 1"; fi
+  local b=$1 n w
+  if (( b <= 32768 )); then n=200 w=20; elif (( b <= 2097152 )); then n=20 w=3; else n=5 w=1; fi
+  (( b >= 4096 && w * b < 4194304 )) && w=$(( (4194304 + b - 1) / b ))
+  echo "-n $n -w $w"
 }
 one() {  # impl coll size -> "time_us wrong"
   local impl=$1 coll=$2 b=$3 log

@@ -43,6 +43,8 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -72,7 +74,8 @@ constexpr const char* kUsage =
     "LOCAL_RANK, LOCAL_WORLD_SIZE and BRAIDRUN=1 set, and a new BRAID_JOB_TOKEN (the job's\n"
     "secret) unless BRAID_JOB_TOKEN or BRAID_JOB_TOKEN_FILE is set (an empty one: no secret).\n"
     "  -n, --np N          number of ranks (1..1024)\n"
-    "  --port P            MASTER_PORT to use (default: a free port)\n"
+    "  --port P            MASTER_PORT to use (default: a free port; with rank 0 on another\n"
+    "                      host, one below the ephemeral range)\n"
     "  --timeout SECONDS   kill the job after this long (exit status 124)\n"
     "  -l, --tag-output    prefix each line of a rank's output with \"[R] \"\n"
     "  --no-prefix         pass rank output through unchanged (the default; kept for old scripts)\n"
@@ -336,7 +339,7 @@ std::string resolve_program(const std::string& prog) {
 
 // Asks the kernel for a free port. Someone else may take it before rank 0 binds it; that race is
 // inherent to env:// rendezvous and rare on one host (--port avoids it).
-int pick_free_port() {
+int kernel_free_port() {
   Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -348,6 +351,37 @@ int pick_free_port() {
     std::exit(1);
   }
   return ntohs(a.sin_port);
+}
+
+// The port for a store that rank 0 hosts on another host. A port free here
+// says nothing of that host, and one from the kernel's ephemeral range is
+// the likeliest to be held there: by an outgoing connection of that host's
+// own (a rank of an earlier job), which no SO_REUSEADDR gets past. (A sweep
+// of 1,500 jobs across emulated hosts met it once.) So: a random port below
+// the ephemeral range (net.ipv4.ip_local_port_range), which connections
+// never take unasked, and free here too; the kernel's pick if none is.
+int port_for_another_host() {
+  int low = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    int a = 0, b = 0;
+    if (std::fscanf(f, "%d %d", &a, &b) == 2 && a > 1024) low = a;
+    std::fclose(f);
+  }
+  const int first = std::min(20000, low / 2);
+  if (low - first < 100) return kernel_free_port();
+  std::uint64_t seed = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  for (int tries = 0; tries < 32; ++tries) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const int port = first + static_cast<int>((seed >> 33) % static_cast<std::uint64_t>(low - first));
+    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    if (s.valid() && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return port;
+  }
+  return kernel_free_port();
 }
 
 // One of a rank's output pipes. Bytes are held until a newline so that lines from different
@@ -396,7 +430,7 @@ class Job {
     // A program for other hosts need not exist here: only local ranks' is resolved.
     const bool any_local = std::any_of(places_.begin(), places_.end(), [](const Place& p) { return !p.remote; });
     const std::string program = any_local ? resolve_program(opt_.argv[0]) : opt_.argv[0];
-    const int port = opt_.port ? opt_.port : pick_free_port();
+    const int port = opt_.port ? opt_.port : places_.front().remote ? port_for_another_host() : kernel_free_port();
     // Signals arrive through a signalfd, so poll() is the only place we wait. They are blocked
     // before the first fork so none is lost, and unblocked again in each child.
     sigset_t handled;

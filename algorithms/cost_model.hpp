@@ -9,7 +9,9 @@
 // finishes when the message arrives; a Recv then, a RecvReduce gamma*bytes
 // later. A message between hosts also holds, for beta*bytes, the sending
 // host's link out and the receiving host's link in: the ranks of a host
-// share its network link. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
+// share its network link. A rank has a pair of ports for messages across
+// hosts and another for messages within its host (two transports), so
+// that it exchanges with host-mates while a message crosses. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
 // local work is not serialised against other local work (kept so as not to
 // move the message algorithms' choices).
 //

@@ -182,9 +182,8 @@ void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round) {
   // yield, a context switch to another rank, so looking only every
   // kFdPollEvery rounds leaves a message from another host unread for that
   // many switches (2 hosts x 2 ranks on 2 CPUs, 8-byte all_reduce: 41-47 us
-  // against 34-39 us). On one host the sockets carry nothing there, and
-  // epoll_wait every round only slows the rounds (4 ranks on shm: 4.8 us
-  // against 3.4).
+  // against 34-39 us). On one host the sockets carry nothing there, so the
+  // cadence stays (a system call a round buys nothing).
   if (!spinners_.empty() && !fds_every_round_ && round % kFdPollEvery != 0) {
     bool busy = false;
     for (Transport* t : spinners_) busy |= t->poll();

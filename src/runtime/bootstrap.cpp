@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "algorithms/hosts.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/runtime/context.hpp"
@@ -199,10 +200,8 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
       if (r == rank) local_index = static_cast<int>(local_cpus.size());
       local_cpus.push_back(c->cpu_lists[static_cast<std::size_t>(r)]);
     }
-  const bool spans_hosts = std::any_of(c->host_ids.begin(), c->host_ids.end(),
-                                       [&](const auto& h) { return h != c->host_ids[static_cast<std::size_t>(rank)]; });
   c->engine->set_local_ranks(static_cast<int>(local_cpus.size()), cpus::in_union(local_cpus),
-                             cpus::oversubscribed(local_cpus), spans_hosts);
+                             cpus::oversubscribed(local_cpus), plan::several_hosts(wg.host_of, wg.ranks.size()));
   // The async runner does this rank's share of every async collective. Left
   // to float, two ranks' runners that wake each other can be stacked on one
   // CPU (the scheduler places a woken thread near its waker). Where every

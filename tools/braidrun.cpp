@@ -49,6 +49,7 @@
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -337,16 +338,25 @@ std::string resolve_program(const std::string& prog) {
   usage_error(fmt::format("program '{}' not found in PATH", prog));
 }
 
-// Asks the kernel for a free port. Someone else may take it before rank 0 binds it; that race is
-// inherent to env:// rendezvous and rare on one host (--port avoids it).
-int kernel_free_port() {
+// A TCP socket bound to addr:port (port 0: one the kernel picks); invalid
+// where the socket or the bind failed.
+Fd bound_socket(in_addr_t addr, int port) {
   Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(addr);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  if (s.valid() && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) s = Fd();
+  return s;
+}
+
+// Asks the kernel for a free port. Someone else may take it before rank 0 binds it; that race is
+// inherent to env:// rendezvous and rare on one host (--port avoids it).
+int kernel_free_port() {
+  Fd s = bound_socket(INADDR_LOOPBACK, 0);
+  sockaddr_in a{};
   socklen_t len = sizeof a;
-  if (!s.valid() || ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+  if (!s.valid() || ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
     say("cannot pick a free port: {} (use --port)", std::strerror(errno));
     std::exit(1);
   }
@@ -356,10 +366,11 @@ int kernel_free_port() {
 // The port for a store that rank 0 hosts on another host. A port free here
 // says nothing of that host, and one from the kernel's ephemeral range is
 // the likeliest to be held there: by an outgoing connection of that host's
-// own (a rank of an earlier job), which no SO_REUSEADDR gets past. (A sweep
-// of 1,500 jobs across emulated hosts met it once.) So: a random port below
-// the ephemeral range (net.ipv4.ip_local_port_range), which connections
-// never take unasked, and free here too; the kernel's pick if none is.
+// own (a rank of an earlier job), which no SO_REUSEADDR gets past (a sweep
+// of a few hundred jobs across emulated hosts met it once). So: a random
+// port below the ephemeral range (net.ipv4.ip_local_port_range), which
+// connections never take unasked, and free here too; the kernel's pick if
+// none is.
 int port_for_another_host() {
   int low = 32768;
   if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
@@ -369,17 +380,11 @@ int port_for_another_host() {
   }
   const int first = std::min(20000, low / 2);
   if (low - first < 100) return kernel_free_port();
-  std::uint64_t seed = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
-                       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::mt19937 gen(std::random_device{}());
+  std::uniform_int_distribution<int> pick(first, low - 1);
   for (int tries = 0; tries < 32; ++tries) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    const int port = first + static_cast<int>((seed >> 33) % static_cast<std::uint64_t>(low - first));
-    Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    if (s.valid() && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return port;
+    const int port = pick(gen);
+    if (bound_socket(INADDR_ANY, port).valid()) return port;
   }
   return kernel_free_port();
 }

@@ -145,12 +145,17 @@ std::vector<int> hosts_to_build(const PlanBuilder& b, const Hosts& hs) {
 // (v = 0), and the rank there that carries piece j.
 struct FromRoot {
   explicit FromRoot(const PlanArgs& a)
-      : hs(hosts_of(a)), nh(hs.count()), root(a.root), home(hs.host[static_cast<std::size_t>(a.root)]) {}
+      : hs(hosts_of(a)),
+        nh(hs.count()),
+        root(a.root),
+        home(hs.host[static_cast<std::size_t>(a.root)]),
+        pieces(carriers(a, hs.size(home))) {}
   int host(int v) const { return (home + v) % nh; }
   int holder(int v, int j) const { return hs.member(host(v), j); }
   const std::vector<int>& members(int v) const { return hs.members[static_cast<std::size_t>(host(v))]; }
   Hosts hs;
   int nh, root, home;
+  int pieces;  // per slice: one per carrier on the root's host (carriers)
 };
 
 }  // namespace
@@ -344,7 +349,7 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
   const FromRoot fr(args);
   const int root = fr.root;
-  for_each_piece(args, carriers(args, fr.hs.size(fr.home)), [&](Span piece, int j) {
+  for_each_piece(args, fr.pieces, [&](Span piece, int j) {
     int prev = root, has = -1;  // the piece's holder so far, and its arrival step there
     for (int step = 0; step < fr.nh; ++step) {
       const int holder = fr.holder(step, j);
@@ -371,7 +376,7 @@ Plan hierarchical_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
   const FromRoot fr(args);
   const int root = fr.root;
-  for_each_piece(args, carriers(args, fr.hs.size(fr.home)), [&](Span piece, int j) {
+  for_each_piece(args, fr.pieces, [&](Span piece, int j) {
     std::vector<int> sent_in(static_cast<std::size_t>(args.nranks), -1);
     int prev = -1, prev_done = -1;  // the chain's holder on the host before, and its last write
     for (int step = 1; step <= fr.nh; ++step) {  // the root's host (step nh) comes last
@@ -421,7 +426,7 @@ Plan hierarchical_tree_broadcast(const PlanArgs& args) {
   const FromRoot fr(args);
   const int nh = fr.nh, root = fr.root;
   auto holder = [&](int v, int j) { return fr.holder(v, j); };
-  for_each_piece(args, carriers(args, fr.hs.size(fr.home)), [&](Span piece, int j) {
+  for_each_piece(args, fr.pieces, [&](Span piece, int j) {
     std::vector<int> has(static_cast<std::size_t>(nh), -1);  // per relative host: the piece's arrival at its holder
     if (holder(0, j) != root) {
       b.send(root, holder(0, j), piece);
@@ -446,7 +451,7 @@ Plan hierarchical_tree_reduce(const PlanArgs& args) {
   const FromRoot fr(args);
   const int nh = fr.nh, root = fr.root;
   auto holder = [&](int v, int j) { return fr.holder(v, j); };
-  for_each_piece(args, carriers(args, fr.hs.size(fr.home)), [&](Span piece, int j) {
+  for_each_piece(args, fr.pieces, [&](Span piece, int j) {
     std::vector<int> chain(static_cast<std::size_t>(nh), -1);  // per relative host: its holder's last reduction
     int root_sent = -1;
     for (int v = 0; v < nh; ++v)

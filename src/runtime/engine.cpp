@@ -225,7 +225,7 @@ void Engine::complete(Request& r, std::exception_ptr error) {
 
 // --- posting ----------------------------------------------------------------
 
-void Engine::post_send(Request& r, Deadline deadline) {
+void Engine::post_send(Request& r, Deadline deadline, Dialing* dialing) {
   r.kind = Request::Kind::Send;
   r.deadline = deadline;
   if (r.peer == cfg_.rank) {
@@ -264,7 +264,10 @@ void Engine::post_send(Request& r, Deadline deadline) {
     // the unlocked read race with ensure_connected's write).
     ready = routed(r.peer);
   }
-  if (!ready) ensure_connected(r, deadline);
+  if (!ready) {
+    if (dialing) dialing->dialing(r.peer);
+    ensure_connected(r, deadline);
+  }
   std::unique_lock lk(mu_);
   if (request_error_locked(r)) throw_for(lk, r);
   if (r.is_async) {

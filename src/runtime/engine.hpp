@@ -76,7 +76,16 @@ class Engine final : public TransportHost {
   // --- posting (caller does not hold the mutex) -----------------------------
   // Both throw braid::Error if the job is aborted or the peer is gone.
   // `keepalive`, if set, is held until the request completes (async ops).
-  void post_send(Request& r, Deadline deadline);
+  // `dialing`, where given, hears of a first send to a peer not yet
+  // connected before the connect blocks (a dial across a cut link can take
+  // the whole timeout, and the caller may want to say so where others see).
+  struct Dialing {
+    virtual void dialing(int peer) = 0;
+
+   protected:
+    ~Dialing() = default;
+  };
+  void post_send(Request& r, Deadline deadline, Dialing* dialing = nullptr);
   void post_recv(Request& r);
   void set_async(Request& r, std::shared_ptr<void> keepalive, Deadline deadline);
 

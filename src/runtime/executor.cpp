@@ -234,6 +234,17 @@ struct Runner {
   const std::uint32_t shape = message_shape_of(call);  // every message of the call carries it
   PositionPublisher position{call};  // hang diagnosis (positions.hpp)
   GaveUpWatch gave_up{call};  // a peer's record in the store
+  // A first send to a rank on another host dials it first (position.dialing).
+  struct DialNote final : Engine::Dialing {
+    Runner& r;
+    explicit DialNote(Runner& runner) : r(runner) {}
+    void dialing(int peer) override {
+      const auto& g = *r.call.group;
+      const auto q = static_cast<std::size_t>(g.group_of_global[static_cast<std::size_t>(peer)]);
+      const auto me = static_cast<std::size_t>(g.my_rank);
+      if (q < g.host_of.size() && me < g.host_of.size() && g.host_of[q] != g.host_of[me]) r.position.dialing(r.e, peer);
+    }
+  } dial_note{*this};
 
   static char* buffer(std::vector<char>& keep, std::unique_ptr<char[]>& big, std::size_t bytes) {
     if (bytes == 0) return nullptr;
@@ -286,7 +297,7 @@ struct Runner {
         r.buf = ptr(s.src);
         r.bytes = bytes(s.src);
         r.timeout = call.timeout;
-        e.post_send(r, call.deadline);
+        e.post_send(r, call.deadline, &dial_note);
         break;
       case plan::StepKind::Recv:
       case plan::StepKind::RecvReduce:

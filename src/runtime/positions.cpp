@@ -194,6 +194,10 @@ void PositionPublisher::publish(Engine& e, const std::vector<int>& awaits) {
   publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, call_bytes(call_), awaits);
 }
 
+void PositionPublisher::dialing(Engine& e, int peer) {
+  publish_position(e, call_.group->id, call_.group->my_rank, call_number(call_), call_.what, call_bytes(call_), {peer});
+}
+
 std::string diagnose(Engine& e, const ExecCall& c, int* behind, const std::vector<int>& waited_for, int hint) {
   return diagnose(e, *c.group, call_number(c), c.what, call_bytes(c), behind, waited_for, nullptr, hint);
 }

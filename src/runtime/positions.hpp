@@ -51,6 +51,13 @@ class PositionPublisher {
     else if (now - start_ >= kPublishAfter) publish(e, awaits());
   }
   void publish(Engine& e, const std::vector<int>& awaits);
+  // Before a dial to `peer` (global) on another host, which blocks for as
+  // long as the link is down: the position now, awaiting it, however short
+  // the wait so far. A host-mate that times out waiting on this rank then
+  // follows the wait across the link (follow_waits) instead of naming this
+  // rank, which was never seen waiting. Once per peer and process: only a
+  // first send dials.
+  void dialing(Engine& e, int peer);
 
  private:
   const ExecCall& call_;

@@ -23,6 +23,17 @@ namespace {
 constexpr double kHotPutBytes = 1024.0 * 1024;
 // A round of signals when the ranks share CPUs (sharing_cpus).
 constexpr double kSharedCpuRound = 5e-6;
+// One TCP stream between namespaces of one machine, as its CPUs carry it:
+// loopback's rate (kTcpLoopback, ~20 Gbit/s here). Two streams at once on 2
+// CPUs get half each: 2 hosts x 1 rank unshaped, all_gather of 64 MiB
+// measured 25.8 ms, 2 x 32 MiB x 0.4 ns = 25.6 (bench/RESULTS.md section 28).
+constexpr double kMachineStreamSPerByte = kTcpLoopback.beta_s_per_byte;
+// What a message costs more per rank beyond one to a CPU, for hosts
+// emulated on one machine: fitted to 8-byte all_reduce (recursive doubling)
+// at 2 x 2, 4 x 1 and 4 x 2 ranks on 2 CPUs, 34-67 us for 2 rounds at 2
+// ranks to a CPU and 144-146 us for 3 rounds at 4, where 12-13 us is a
+// round's latency with a CPU each (bench/RESULTS.md section 28).
+constexpr double kSharedTcpTurn = 14e-6;
 
 struct Loc {
   int rank = -1;
@@ -35,13 +46,28 @@ class Simulator {
   Simulator(const Plan& p, const LinkCosts& links)
       : p_(p), c_(links.local), remote_(links.remote), n_(static_cast<int>(p.ranks.size())),
         hosts_(several_hosts(p.args.topology.host_of, static_cast<std::size_t>(n_)) ? &p.args.topology.host_of : nullptr),
-        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(p)) {}
+        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(p)) {
+    const Topology& t = p.args.topology;
+    if (hosts_ && t.machine_cpus > 0 && t.machine_of.size() == static_cast<std::size_t>(n_)) {
+      machines_ = &t.machine_of;
+      // k ranks to a CPU: a message is seen once its receiver runs again,
+      // behind the k-1 others' turns (each of which polls, yields, and
+      // reads its sockets): kSharedTcpTurn each, on every message.
+      std::unordered_map<int, int> ranks_on;
+      int most = 0;
+      for (int m : t.machine_of) most = std::max(most, ++ranks_on[m]);
+      const double turns = std::max(0.0, static_cast<double>(most) / t.machine_cpus - 1.0);
+      c_.alpha_s += turns * kSharedTcpTurn;
+      remote_.alpha_s += turns * kSharedTcpTurn;
+    }
+  }
 
   double run() {
     setup();
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
+      now_ = e.time;
       const Step& s = step(e.rank, e.step);
       if (s.kind == StepKind::Copy || s.kind == StepKind::Reduce || s.kind == StepKind::Get ||
           s.kind == StepKind::GetReduce || s.kind == StepKind::Put) {
@@ -64,6 +90,10 @@ class Simulator {
         // costs (push's chunks on host memory).
         if (s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
           work -= 0.5 * c_.copy_s_per_byte * bytes(s.src.count);
+        if (machines_) {
+          complete(e.rank, e.step, take_cpu(machine(e.rank), e.time, work));
+          continue;
+        }
         if (!p_.one_sided) {
           complete(e.rank, e.step, e.time + work);
           continue;
@@ -105,13 +135,25 @@ class Simulator {
       double start = std::max({e.time, out_port, in_port});
       const CostParams& l = link(e.rank, rcv.rank);
       if (crosses) start = std::max({start, nic_out_[host(e.rank)], nic_in_[host(rcv.rank)]});
-      const double arrive = start + (boxed_ ? l.fastbox_alpha_s : l.alpha_s) +
-                            (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
+      double arrive = start + (boxed_ ? l.fastbox_alpha_s : l.alpha_s) +
+                      (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
+      // Hosts emulated on one machine: the kernel copies the bytes on both
+      // ends, each a CPU of the machine for as long as loopback's rate
+      // takes; the message arrives no sooner than both are through. The
+      // link itself is not held longer: a shaped one leaves the CPUs time
+      // to spare.
+      if (crosses && machines_ && machine(e.rank) == machine(rcv.rank)) {
+        const double cpu = kMachineStreamSPerByte * b;
+        const double sent = take_cpu(machine(e.rank), start, cpu);
+        arrive = std::max({arrive, sent + l.alpha_s, take_cpu(machine(rcv.rank), start, cpu) + l.alpha_s});
+      }
       out_port = in_port = arrive;
       if (crosses) nic_out_[host(e.rank)] = nic_in_[host(rcv.rank)] = start + l.beta_s_per_byte * b;
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
       complete(e.rank, e.step, arrive);
-      complete(rcv.rank, rcv.step, arrive + (reduces ? c_.gamma_s_per_byte * b : 0.0));
+      double done = arrive + (reduces ? c_.gamma_s_per_byte * b : 0.0);
+      if (reduces && machines_) done = take_cpu(machine(rcv.rank), arrive, c_.gamma_s_per_byte * b);
+      complete(rcv.rank, rcv.step, done);
     }
     if (finished_ != total_) return std::numeric_limits<double>::infinity();
     return latest_;
@@ -259,13 +301,51 @@ class Simulator {
     return host(a) == host(b) ? c_ : remote_;
   }
   int host(int r) const { return (*hosts_)[static_cast<std::size_t>(r)]; }
+  int machine(int r) const { return (*machines_)[static_cast<std::size_t>(r)]; }
+  // Hosts emulated on one machine share its CPUs (Topology::machine_cpus):
+  // work ready at `ready` runs on the CPU that can finish it first, in the
+  // first gap long enough. Gaps matter: a message reserves CPU time when
+  // its link frees, later than steps popped after it may be ready, and
+  // queueing those behind it priced a shaped ring broadcast three times
+  // what it measures.
+  double take_cpu(int m, double ready, double work) {
+    auto& cpus = cpus_[m];
+    if (cpus.empty()) cpus.resize(static_cast<std::size_t>(p_.args.topology.machine_cpus));
+    std::vector<Busy>* best = nullptr;
+    double best_at = 0.0;
+    std::size_t best_pos = 0;
+    for (auto& busy : cpus) {
+      // Nothing is ready before the event being handled (now_): what ended
+      // by then is of no use.
+      std::size_t gone = 0;
+      while (gone < busy.size() && busy[gone].to <= now_) ++gone;
+      busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(gone));
+      double at = ready;
+      std::size_t pos = 0;
+      for (; pos < busy.size(); ++pos) {
+        if (busy[pos].to <= at) continue;
+        if (busy[pos].from >= at + work) break;
+        at = busy[pos].to;
+      }
+      if (!best || at < best_at) best = &busy, best_at = at, best_pos = pos;
+    }
+    best->insert(best->begin() + static_cast<std::ptrdiff_t>(best_pos), Busy{best_at, best_at + work});
+    return best_at + work;
+  }
 
   const Plan& p_;
-  const CostParams& c_;       // on one host (and every local step)
-  const CostParams& remote_;  // between hosts
+  CostParams c_;       // on one host (and every local step)
+  CostParams remote_;  // between hosts
   const int n_;
   const std::vector<int>* hosts_;  // null: one host
   const bool boxed_;               // the plan runs over fast boxes
+  const std::vector<int>* machines_ = nullptr;  // null: each host its own machine
+  struct Busy {
+    double from, to;
+  };
+  // Per machine, per CPU: its busy spans from now_ on, in order.
+  std::unordered_map<int, std::vector<std::vector<Busy>>> cpus_;
+  double now_ = 0.0;  // the time of the event being handled
   std::vector<std::size_t> offset_;  // first flat index of each rank's steps
   std::size_t total_ = 0, finished_ = 0;
   double latest_ = 0.0;

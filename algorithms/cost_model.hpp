@@ -15,6 +15,14 @@
 // local work is not serialised against other local work (kept so as not to
 // move the message algorithms' choices).
 //
+// Hosts emulated on one machine (Topology::machine_cpus): the machine's
+// CPUs are a shared resource. A message between two of its hosts takes a
+// CPU on each end for loopback's time per byte (the kernel's copies), and
+// arrives no sooner than both are through; local work (Copy, Reduce, a
+// RecvReduce's combining) takes a CPU for its time; each goes to the CPU
+// that can finish it first, in the first gap long enough. With k ranks to
+// a CPU every message costs k-1 turns of the others more (kSharedTcpTurn).
+//
 // Message plans that fit the fast boxes (plan.hpp) cost fastbox_alpha_s per
 // message and fastbox_beta_s_per_byte instead of alpha_s and
 // beta_s_per_byte, where the params offer fast boxes.

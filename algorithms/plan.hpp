@@ -155,6 +155,14 @@ struct Topology {
   // (braid::mem_alloc; OpOptions::shareable_buffers): a peer reaches them
   // through a mapping, at the cost of a local copy, not process_vm_readv.
   bool mapped_buffers = false;
+  // Hosts emulated on one machine (network namespaces of one kernel) share
+  // its CPUs: the machine index per group rank (empty: each host a machine
+  // of its own) and how many CPUs that machine has. Between two such hosts
+  // TCP is the kernel copying on both ends, and the machine's CPUs carry
+  // every stream at once: a link faster than that (an unshaped veth) is
+  // not what a collective gets (cost_model.hpp).
+  std::vector<int> machine_of;
+  int machine_cpus = 0;
 };
 
 struct PlanArgs {

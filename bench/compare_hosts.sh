@@ -96,9 +96,12 @@ probe_gbit=$(awk '{ print $2 }' <<<"$probes" | stats | awk '{ print $1 }')
 sim_args=()
 [[ $probe_us != 0 ]] && sim_args=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
                                    --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')")
-# braid-sim's time for what it chooses ('*') for one collective and size.
+# braid-sim's time for what it chooses ('*') for one collective and size;
+# the emulated hosts are namespaces of this machine, sharing its CPUs, as
+# the runtime sees them (--machine-cpus).
 sim_us() {
-  "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" -b "$2" -e "$2" |
+  "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" \
+    --machine-cpus "$(nproc)" -b "$2" -e "$2" |
     awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $i } }'
 }
 # The algorithmic ceiling in busbw over a link of L: every host must send

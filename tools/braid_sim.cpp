@@ -38,7 +38,7 @@ using braid::plan::Collective;
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
-    "                 [--link-latency-ns N] [--link-mbps M] [--verify] [--model auto|sim|formula]\n"
+    "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C] [--verify] [--model auto|sim|formula]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -47,6 +47,8 @@ constexpr const char* kUsage =
     "--shared-cpus: and they outnumber its CPUs (every round of signals costs a context switch)\n"
     "--hosts H [--link-latency-ns N] [--link-mbps M]: ranks in H blocks of hosts; pairs within a host at\n"
     "  the backend's costs, pairs across at the link's (default: the backend's; as BRAID_LINK_* at run time)\n"
+    "--machine-cpus C: the hosts are emulated on one machine of C CPUs (network namespaces, tools/cluster):\n"
+    "  streams between them share its CPUs, and so does the ranks' work (as the runtime sees such a job)\n"
     "--model: price each plan by simulating it (sim) or by its closed formula (formula); auto, as the\n"
     "  runtime's choice does: simulated up to 256 ranks, formulas above (whole plans grow as n^2)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
@@ -80,6 +82,7 @@ struct Options {
   bool host_shares_memory = false;  // PlanArgs::topology.host_shares_memory (--backend auto across hosts)
   int hosts = 1;             // ranks in blocks over this many hosts (PlanArgs::topology.host_of)
   std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
+  int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
 
@@ -180,6 +183,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--hosts") o.hosts = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--link-latency-ns") o.link_latency_ns = parse_int(flag, value());
     else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
+    else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--verify") o.verify = true;
     else if (flag == "--model") {
       o.model = value();
@@ -197,6 +201,8 @@ Options parse_args(int argc, char** argv) {
     usage_error(fmt::format("--hosts {} must be between 1 and the number of ranks", o.hosts));
   if (o.hosts > 1 && o.one_host) usage_error("--hosts above 1 contradicts --one-host (and --backend shm): use --backend auto, tcp or verbs");
   if (o.link_latency_ns < 0 || o.link_mbps < 0) usage_error("--link-latency-ns and --link-mbps take positive numbers");
+  if (o.machine_cpus < 0 || o.machine_cpus > 1 << 16) usage_error("--machine-cpus takes a CPU count (0: each host a machine)");
+  if (o.machine_cpus > 0 && o.hosts < 2) usage_error("--machine-cpus describes hosts emulated on one machine: add --hosts H (H >= 2)");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;
@@ -218,6 +224,10 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   a.topology.host_of = o.host_of();
   a.topology.shared_cpus = o.shared_cpus;
   a.topology.host_shares_memory = o.host_shares_memory;
+  if (o.machine_cpus > 0) {
+    a.topology.machine_of.assign(static_cast<std::size_t>(o.ranks), 0);
+    a.topology.machine_cpus = o.machine_cpus;
+  }
   return a;
 }
 

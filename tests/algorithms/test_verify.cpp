@@ -698,6 +698,48 @@ TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]")
   }
 }
 
+TEST_CASE("cost model: hosts emulated on one machine share its CPUs", "[cost]") {
+  // Two ranks on two hosts swap 1 MB. Between namespaces of one machine
+  // the kernel copies each message on both ends, a CPU each for as long as
+  // loopback's rate (kTcpLoopback) takes, whatever the link's own rate.
+  const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
+  const double cpu = kTcpLoopback.beta_s_per_byte * 1e6;  // one end of one message
+  auto swap = [](int ranks, int machine_cpus, bool one_machine) {
+    PlanArgs a = make_args(Collective::Broadcast, ranks, 500000, 0, 4);  // no copy before the plan
+    a.topology.host_of.clear();
+    for (int r = 0; r < ranks; ++r) a.topology.host_of.push_back(r * 2 / ranks);
+    if (one_machine) {
+      a.topology.machine_of.assign(static_cast<std::size_t>(ranks), 0);
+      a.topology.machine_cpus = machine_cpus;
+    }
+    PlanBuilder b(a, "t");
+    const int peer = ranks / 2;  // rank 0's counterpart on the other host
+    b.send(0, peer, out(0, 250000));
+    b.recv(peer, 0, out(250000, 250000));
+    b.send(peer, 0, out(250000, 250000));
+    b.recv(0, peer, out(0, 250000));
+    return b.finish();
+  };
+  SECTION("a fast link: the two messages' four copies share 2 CPUs, 4 share nothing") {
+    const LinkCosts fast{local, CostParams{10e-6, 1e-12, 0.5e-9, 0.25e-9}};
+    CHECK(predict_seconds(swap(2, 0, false), fast) == Approx(10e-6 + 1e-6));
+    CHECK(predict_seconds(swap(2, 2, true), fast) == Approx(2 * cpu + 10e-6));
+    CHECK(predict_seconds(swap(2, 4, true), fast) == Approx(cpu + 10e-6));
+  }
+  SECTION("a slow link: the CPUs keep up, the link is the bound") {
+    const LinkCosts slow{local, CostParams{10e-6, 4e-9, 0.5e-9, 0.25e-9}};
+    CHECK(predict_seconds(swap(2, 2, true), slow) == Approx(predict_seconds(swap(2, 0, false), slow)));
+  }
+  SECTION("more ranks than CPUs: a message waits for its receiver's turn") {
+    // 4 ranks on 2 CPUs: every message costs one other rank's turn more.
+    const LinkCosts fast{local, CostParams{10e-6, 1e-12, 0.5e-9, 0.25e-9}};
+    // With 4 CPUs: a CPU each, and copies on two pairs of CPUs at once.
+    const double two_cpus = predict_seconds(swap(4, 2, true), fast);
+    CHECK(two_cpus == Approx(2 * cpu + 10e-6 + 14e-6));
+    CHECK(predict_seconds(swap(4, 4, true), fast) == Approx(cpu + 10e-6));
+  }
+}
+
 TEST_CASE("cost model: more bytes never cost less for the same plan", "[cost]") {
   std::vector<Plan> plans;
   for (int n : {2, 3, 8, 17}) {

@@ -160,7 +160,9 @@ struct Topology {
   // of its own) and how many CPUs that machine has. Between two such hosts
   // TCP is the kernel copying on both ends, and the machine's CPUs carry
   // every stream at once: a link faster than that (an unshaped veth) is
-  // not what a collective gets (cost_model.hpp).
+  // not what a collective gets (cost_model.hpp). braid-sim --machine-cpus
+  // prices with it; the runtime's choice does not (tools/braid_sim.cpp,
+  // runtime_choice, says why).
   std::vector<int> machine_of;
   int machine_cpus = 0;
 };

@@ -97,8 +97,8 @@ sim_args=()
 [[ $probe_us != 0 ]] && sim_args=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
                                    --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')")
 # braid-sim's time for what it chooses ('*') for one collective and size;
-# the emulated hosts are namespaces of this machine, sharing its CPUs, as
-# the runtime sees them (--machine-cpus).
+# the emulated hosts are namespaces of this machine, sharing its CPUs
+# (--machine-cpus: priced so, while '*' stays the runtime's choice).
 sim_us() {
   "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" \
     --machine-cpus "$(nproc)" -b "$2" -e "$2" |

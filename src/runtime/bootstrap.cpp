@@ -180,9 +180,6 @@ void bootstrap(const std::shared_ptr<Context>& c, std::shared_ptr<store::Store> 
   }
   const std::vector<std::string> shm = load_roster(*c, *st);
   learn_topology(*c, wg);
-  if (wg.machine_cpus > 0)
-    BRAID_INFO("hosts emulated on one machine (network namespaces of one kernel): plans price its {} CPUs as "
-               "shared by their ranks and streams", wg.machine_cpus);
   // Every host-mate's word, kept from now on (Engine::keep_words_of): one
   // that leaves on the store host's loss and exits before any message
   // passed between us still says why.

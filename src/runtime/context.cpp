@@ -7,7 +7,6 @@
 #include "braid/ops.hpp"
 #include "src/common/errors.hpp"
 #include "src/device/device_staging.hpp"
-#include "src/runtime/cpu_sets.hpp"
 #include "src/runtime/executor.hpp"
 #include "src/runtime/plan_cache.hpp"
 
@@ -167,21 +166,6 @@ void learn_topology(Context& c, detail::GroupImpl& g) {
     }
     g.host_of.push_back(index_of(hosts, id));
     g.machine_of.push_back(index_of(machines, id.substr(0, id.find('/'))));  // the boot id (peers.cpp)
-  }
-  g.machine_cpus = 0;
-  if (hosts.size() > machines.size() && c.cpu_lists.size() == c.host_ids.size()) {
-    for (std::size_t m = 0; m < machines.size(); ++m) {
-      std::vector<int> on;  // the group's hosts on machine m
-      for (std::size_t q = 0; q < g.ranks.size(); ++q)
-        if (g.machine_of[q] == static_cast<int>(m) && std::find(on.begin(), on.end(), g.host_of[q]) == on.end())
-          on.push_back(g.host_of[q]);
-      if (on.size() < 2) continue;
-      std::vector<std::string> lists;  // every rank of the job on it competes for its CPUs
-      for (std::size_t r = 0; r < c.host_ids.size(); ++r)
-        if (c.host_ids[r].substr(0, c.host_ids[r].find('/')) == machines[m]) lists.push_back(c.cpu_lists[r]);
-      const int n = cpus::in_union(lists);
-      if (n > 0) g.machine_cpus = g.machine_cpus ? std::min(g.machine_cpus, n) : n;
-    }
   }
   // A backend that forces another transport ("verbs", "tcp") keeps even
   // local ranks out of each other's memory.

@@ -45,11 +45,6 @@ struct GroupImpl {
   // Which members run on one machine (one kernel: its boot id), whatever
   // their network namespaces: hosts emulated on one machine share its CPUs.
   std::vector<int> machine_of;
-  // Where several of the members' hosts are one machine's (emulated), the
-  // fewest CPUs among such machines, counted over every rank of the job on
-  // it; 0 where none is (plan.hpp, Topology::machine_cpus). Every member
-  // computes it from the same roster, so their plans agree.
-  int machine_cpus = 0;
   bool shared_memory = false;
   // The one-sided window that joins the members (transports/registry.hpp,
   // window_kind): "shm" when shared_memory, "verbs" under backend 'verbs',

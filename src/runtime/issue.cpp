@@ -132,10 +132,9 @@ const std::shared_ptr<const CompiledPlan>& plan_for(Call& c, const OpOptions& o,
   Engine& engine = *op_context(o).engine;
   args.topology.shared_cpus = g.shared_memory && engine.oversubscribed();
   args.topology.mapped_buffers = mapped;
-  args.topology.machine_cpus = g.machine_cpus;  // machine_of joins it in get_plan, where a plan is built
   if (c.device >= 0)
     args.topology.device_of = device_topology(engine, *c.group, c.device, Deadline::after(timeout), c.what);
-  auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of, &g.machine_of);
+  auto p = get_plan(args, g.my_rank, name, g.shared_memory, &g.host_of);
   if (!plain) return recent.unkeyed = std::move(p);
   RecentPlan& slot = recent.slots[recent.next++ % recent.slots.size()];
   slot = {g.serial, c.coll, c.count, elem, c.root, mapped, name != nullptr, name ? name : "", std::move(p)};

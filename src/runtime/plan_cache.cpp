@@ -35,7 +35,7 @@ LinkSettings link_settings() {
 namespace {
 
 using Key = std::tuple<int, int, std::int64_t, std::size_t, int, int, std::string, bool, std::vector<int>, std::uint64_t,
-                       int, std::uint64_t, bool, bool, bool, bool>;
+                       bool, bool, bool, bool>;
 
 // Which host each rank is on shapes the choice: groups of one size laid out
 // differently must not share a cached plan. A hash (FNV-1a) rather than a
@@ -87,8 +87,7 @@ void set_measured_link(const LinkSettings& measured) {
 }
 
 std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int rank, const char* forced,
-                                             bool shared_memory, const std::vector<int>* host_of,
-                                             const std::vector<int>* machine_of) {
+                                             bool shared_memory, const std::vector<int>* host_of) {
   const plan::PlanArgs& args = args_in;
   std::string name = forced ? forced : "";
   if (name.empty()) {
@@ -98,7 +97,6 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   auto build = [&] {
     plan::PlanArgs full = args_in;
     if (host_of) full.topology.host_of = *host_of;
-    if (machine_of && full.topology.machine_cpus > 0) full.topology.machine_of = *machine_of;
     const plan::PlanArgs& args = full;
     // Per link: ranks of one host price their pairs as the transport between
     // them (shared memory, or what the backend forces), pairs across hosts
@@ -119,8 +117,7 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
   };
   if (!args.splits.empty()) return build();
   const Key key{static_cast<int>(args.coll), args.nranks, args.count, args.elem_size, args.root, rank, name,
-                shared_memory, args.topology.device_of, hash_of(host_of), args.topology.machine_cpus,
-                args.topology.machine_cpus > 0 ? hash_of(machine_of) : 0, args.topology.shared_cpus,
+                shared_memory, args.topology.device_of, hash_of(host_of), args.topology.shared_cpus,
                 args.topology.mapped_buffers, args.topology.rdma, args.topology.host_shares_memory};
   Cache& c = cache();
   {

@@ -43,7 +43,6 @@ void set_measured_link(const LinkSettings& measured);
 // arguments only when a plan has to be built. (The hot path goes through
 // a per-thread cache in front of this one: issue.cpp, plan_for.)
 std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args, int rank, const char* forced,
-                                             bool shared_memory, const std::vector<int>* host_of = nullptr,
-                                             const std::vector<int>* machine_of = nullptr);
+                                             bool shared_memory, const std::vector<int>* host_of = nullptr);
 
 }  // namespace braid

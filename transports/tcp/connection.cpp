@@ -192,15 +192,22 @@ void Connection::frame_written(Request& r, wire::FrameType type) {
 // Reads whatever the socket has. Headers, small payloads and discarded
 // bytes come through a per-connection buffer, so one recv() picks up many
 // small frames; a large payload streams straight into its receive buffer.
+// A recv() that returns less than it asked for emptied the socket: reading
+// stops there rather than asking again for the EAGAIN (a system call per
+// small message, half of a receiver's calls in a stream of them). The
+// interest is level-triggered, so bytes that arrive meanwhile are announced
+// on the next round; a hung-up socket reads on to its end.
 void Connection::read_ready() {
+  bool emptied = false;
   for (;;) {
-    if (closed_) return;
+    if (closed_ || (emptied && !hung_up_)) return;
     if (rstate_ == ReadState::Payload && rpos_ == rlen_ && remaining_ >= kDirectBytes) {
       const ssize_t n = ::recv(fd_.get(), dst_, remaining_, 0);
       if (n <= 0) {
         if (stop_reading(n)) return;
         continue;
       }
+      emptied = static_cast<std::size_t>(n) < remaining_;
       dst_ += n;
       remaining_ -= static_cast<std::size_t>(n);
       if (remaining_ == 0) payload_done();
@@ -216,6 +223,7 @@ void Connection::read_ready() {
       }
       rpos_ = 0;
       rlen_ = static_cast<std::size_t>(n);
+      emptied = rlen_ < kReadBuffer;
     }
     while (rpos_ < rlen_ && !closed_) {
       const std::size_t avail = rlen_ - rpos_;

@@ -278,6 +278,10 @@ int sweep(const Options& o) {
     return 1;
   }
   if (o.verify && o.by_formula()) usage_error("--verify needs the plans themselves: --model sim (and at most a few hundred ranks)");
+  // The formulas know nothing of a shared machine: their figures would be
+  // the plain model's under a flag that says otherwise.
+  if (o.machine_cpus > 0 && o.by_formula())
+    usage_error("--machine-cpus is priced by simulation only: --model sim (and at most a few hundred ranks)");
   fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us by {} ('*' = chosen{})\n",
              braid::plan::collective_name(o.coll), o.ranks, o.hosts > 1 ? fmt::format(" on {} hosts", o.hosts) : "",
              o.dtype, o.elem_size, o.backend, o.by_formula() ? "formula" : "simulation",

@@ -19,6 +19,7 @@
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/socket.hpp"
+#include "src/common/thread_name.hpp"
 
 namespace braid::detail {
 
@@ -252,6 +253,7 @@ void MulticastMeeting::keep_announcing() {
       std::this_thread::sleep_for(kEvery);
     }
   });
+  name_thread(announcer_, "braid-mcast");
 }
 
 }  // namespace braid::detail

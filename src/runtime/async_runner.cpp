@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "braid/error.hpp"
+#include "src/common/thread_name.hpp"
 
 namespace braid {
 
@@ -31,6 +32,7 @@ bool briefly(F&& ready) {
 }  // namespace
 
 AsyncRunner::AsyncRunner(int cpu) : thread_([this] { loop(); }) {
+  name_thread(thread_, "braid-async");
   if (cpu < 0) return;
   cpu_set_t set;
   CPU_ZERO(&set);

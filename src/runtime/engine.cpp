@@ -21,6 +21,7 @@
 #include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
+#include "src/common/thread_name.hpp"
 #include "src/runtime/cpu_sets.hpp"
 #include "src/runtime/peers.hpp"
 
@@ -325,7 +326,10 @@ void Engine::set_async(Request& r, std::shared_ptr<void> keepalive, Deadline dea
   r.keepalive = std::move(keepalive);
   r.deadline = deadline;
   std::lock_guard lk(mu_);
-  if (!async_thread_.joinable() && !stopping_) async_thread_ = std::thread([this] { async_loop(); });
+  if (!async_thread_.joinable() && !stopping_) {
+    async_thread_ = std::thread([this] { async_loop(); });
+    name_thread(async_thread_, "braid-progress");
+  }
 }
 
 // --- waiting ----------------------------------------------------------------

@@ -22,6 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "src/common/thread_name.hpp"
 #include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
@@ -105,6 +106,7 @@ TcpStoreServer::Impl::Impl(Fd listener)
   ev.data.u64 = kWakeId;
   epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
   thread_ = std::thread([this] { run(); });
+  name_thread(thread_, "braid-store");
 }
 
 TcpStoreServer::Impl::~Impl() {

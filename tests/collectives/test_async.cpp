@@ -3,13 +3,18 @@
 // op that the async runner has not started on the waiting thread
 // (src/runtime/async_runner.hpp, Job::claim); a bounded one never does, so
 // it returns at its limit. Ops waited out of issue order, with some run by
-// the runner and some by the waiter, still meet their peers.
+// the runner and some by the waiter, still meet their peers. The threads
+// Braid starts are named (src/common/thread_name.hpp).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "algorithms/registry.hpp"
@@ -104,4 +109,46 @@ TEST_CASE("all_gather's list form writes straight into the list where the plan k
   CHECK(in_blocks("peer_read", 4, 1000, true));
   CHECK_FALSE(in_blocks("recursive_doubling", 4, 1000, false));  // sends several blocks in one message
   CHECK_FALSE(in_blocks("bruck", 4, 1000, false));
+}
+
+namespace {
+
+// The names of this process's threads, from /proc (what top -H and perf show).
+std::vector<std::string> thread_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string name;
+    if (std::getline(f, name)) names.push_back(name);
+  }
+  return names;
+}
+
+bool has_thread(const char* name) {
+  const auto names = thread_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+}  // namespace
+
+TEST_CASE("the threads Braid starts carry names that tell them from the application's", "[async]") {
+  auto res = run_ranks(2, [](int rank, int) {
+    init_env();
+    // env:// starts the store server on rank 0.
+    RANK_CHECK_MSG(has_thread("braid-store") == (rank == 0), "braid-store on rank " << rank);
+    std::vector<float> v(256, 1.0f);
+    braid::OpOptions o;
+    o.async_op = true;
+    braid::all_reduce(braid::tensor(v), ReduceOp::Sum, o).wait();
+    RANK_CHECK_MSG(has_thread("braid-async"), "no braid-async thread after an async all_reduce");
+    std::vector<float> in(64), out(64, static_cast<float>(rank));
+    auto s = braid::isend(braid::tensor(out), 1 - rank);
+    braid::irecv(braid::tensor(in), 1 - rank).wait();
+    s.wait();
+    RANK_CHECK_MSG(has_thread("braid-progress"), "no braid-progress thread after async point-to-point");
+    RANK_CHECK(in[0] == static_cast<float>(1 - rank));
+    braid::destroy_process_group();
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
 }

@@ -2,6 +2,7 @@
 
 #include <ATen/core/jit_type.h>
 #include <pybind11/pybind11.h>
+#include <pthread.h>
 
 #include "braid/error.hpp"
 
@@ -201,7 +202,10 @@ Completer::~Completer() {
 }
 
 void Completer::start_locked() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] { loop(); });
+    pthread_setname_np(thread_.native_handle(), "braid-complete");  // for top -H, perf, gdb
+  }
 }
 
 bool Completer::add(c10::intrusive_ptr<BraidWork> w) {

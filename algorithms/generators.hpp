@@ -60,6 +60,7 @@ Plan twoshot_allreduce(const PlanArgs& args);
 Plan push_allreduce(const PlanArgs& args);
 Plan staged_allreduce(const PlanArgs& args);
 Plan staged_allgather(const PlanArgs& args);
+Plan staged_broadcast(const PlanArgs& args);
 bool staged_supports(const PlanArgs& args);
 Plan peer_read_reducescatter(const PlanArgs& args);
 Plan peer_read_allgather(const PlanArgs& args);

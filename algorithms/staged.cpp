@@ -56,6 +56,20 @@
 // cache (reads_input: the runtime does not copy the whole Input there first,
 // which would read it from memory twice); in place that copy is the
 // identity, and the runtime skips it.
+//
+// Broadcast, the same way: the root copies chunk j of its Output into slot
+// j mod S of its Scratch and signals "staged" to every peer; each peer copies
+// the slot into its own Output and, where the root will refill that slot,
+// signals "took". S slots (kBroadcastSlots) let the root stage chunk j+1
+// while the peers still copy chunk j, so the two copies of every byte (into
+// the slot, out of it) run at once on two CPUs, through the shared cache.
+// Against split (peer_read.cpp), which halves the bytes between two copies
+// through the kernel, this makes two whole copies in user space. The kernel's
+// copy runs at about half the speed of memcpy here, so the two should be
+// close, and the cost model prices staged faster; measured, it lost to split
+// at 16 and 64 MiB on 2 ranks (bench/RESULTS.md section 31: the root's copy
+// out of its Output is the bottleneck, its peer waits). So it runs only when
+// named (Algorithm::automatic false).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -82,6 +96,12 @@ constexpr std::int64_t kMaxPlanSteps = 32768;
 // largest, and 64 ranks with one chunk per block of a 1 GiB all-reduce
 // would ask 1 GiB of it per rank.
 constexpr std::int64_t kMaxScratchBytes = 16 * 1024 * 1024;
+// Broadcast's slots in the root's Scratch (4 MiB at 256 KiB chunks): the root
+// runs ahead of its peers by that much, so that a peer that slept while
+// waiting does not stall it. 2 ranks, 64 MiB in place, two rounds each: 4
+// slots 13.0-15.3 ms, 8 slots 10.8-14.0, 16 slots 9.0-11.6 (RESULTS.md
+// section 31).
+constexpr std::int64_t kBroadcastSlots = 16;
 
 std::int64_t chunks_for(std::int64_t count, std::size_t elem, int n) {
   const std::int64_t bytes = count * static_cast<std::int64_t>(elem);
@@ -111,9 +131,18 @@ class PairChains {
   std::vector<int> signal_, wait_;  // the last of each pair, -1 before the first
 };
 
-// Elements in a rank's largest block: what is cut into chunks.
+// Elements in a rank's largest block: what is cut into chunks (broadcast: the
+// whole buffer, from the root).
 std::int64_t largest_block(const PlanArgs& args) {
-  return args.coll == Collective::AllGather ? args.count : block(args.count, args.nranks, 0).count;
+  return args.coll == Collective::AllGather || args.coll == Collective::Broadcast ? args.count
+                                                                                 : block(args.count, args.nranks, 0).count;
+}
+
+// Slots of a chunk in a rank's Scratch.
+std::int64_t slots_for(const PlanArgs& args, std::int64_t chunks) {
+  if (args.coll == Collective::AllGather) return 1;
+  if (args.coll == Collective::Broadcast) return std::min(chunks, kBroadcastSlots);
+  return args.nranks;
 }
 }  // namespace
 
@@ -122,10 +151,12 @@ bool staged_supports(const PlanArgs& args) {
   if (!one_sided_only(args) || !args.topology.device_of.empty()) return false;
   if (args.nranks < 2) return true;
   const std::int64_t c = largest_block(args);
-  const std::int64_t slot = block(c, chunks_for(c, args.elem_size, args.nranks), 0).count;
-  const std::int64_t slots = args.coll == Collective::AllGather ? 1 : args.nranks;
-  return slots * slot * static_cast<std::int64_t>(args.elem_size) <= kMaxScratchBytes;
+  const std::int64_t K = chunks_for(c, args.elem_size, args.nranks);
+  const std::int64_t slot = block(c, K, 0).count;
+  return slots_for(args, K) * slot * static_cast<std::int64_t>(args.elem_size) <= kMaxScratchBytes;
 }
+
+
 
 Plan staged_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "staged");
@@ -232,6 +263,54 @@ Plan staged_allgather(const PlanArgs& args) {
           if (q != r) taken[u(q)] = wait(q);
     }
   }
+  return b.finish();
+}
+
+Plan staged_broadcast(const PlanArgs& args) {
+  PlanBuilder b(args, "staged");
+  const int n = args.nranks, root = args.root;
+  const std::int64_t c = args.count;
+  if (n == 1 || c == 0) return b.finish();
+  const std::int64_t K = chunks_for(c, args.elem_size, n);
+  const std::int64_t S = slots_for(args, K);
+  const std::int64_t slot = block(c, K, 0).count;
+  const auto slot_span = [&](std::int64_t j, std::int64_t count) { return scratch((j % S) * slot, count); };
+  b.need_scratch(root, S * slot);
+  PairChains roots(b, root);
+  std::vector<PairChains> peers;
+  peers.reserve(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) peers.emplace_back(b, r);
+  // Where no slot is refilled (K <= S) the root would wait on no peer, and
+  // its Scratch (double-buffered across calls) could be reused two calls
+  // later under a peer's read: each peer says "entered" first, and the root
+  // waits for that after staging its last chunk.
+  const bool entered = K <= S;
+  if (entered)
+    for (int q = 0; q < n; ++q)
+      if (q != root) peers[static_cast<std::size_t>(q)].signal(root, {});
+  std::vector<int> filled(static_cast<std::size_t>(S), -1);  // the root's last copy into each slot
+  for (std::int64_t j = 0; j < K; ++j) {
+    const Block part = block(c, K, j);
+    // The slot is free once every peer took the chunk it held before.
+    Deps free{filled[static_cast<std::size_t>(j % S)]};
+    if (j >= S)
+      for (int q = 0; q < n; ++q)
+        if (q != root) free.push_back(roots.wait(q));
+    const int staged = b.copy(root, out(part.offset, part.count), slot_span(j, part.count), std::move(free));
+    filled[static_cast<std::size_t>(j % S)] = staged;
+    for (int q = 0; q < n; ++q)
+      if (q != root) roots.signal(q, {staged});
+    for (int q = 0; q < n; ++q) {
+      if (q == root) continue;
+      PairChains& mine = peers[static_cast<std::size_t>(q)];
+      const int arrived = mine.wait(root);
+      const int got = b.get(q, root, slot_span(j, part.count), out(part.offset, part.count), {arrived});
+      if (j + S < K) mine.signal(root, {got});  // the root refills this slot
+    }
+  }
+  if (entered)
+    for (int q = 0; q < n; ++q)
+      if (q != root) roots.wait(q);
   return b.finish();
 }
 

@@ -421,7 +421,7 @@ TEST_CASE("a shareable buffer freed and allocated again at the same address is r
   REQUIRE(all_ok(res));
 }
 
-// staged all_reduce and all_gather with an Output large enough for
+// staged all_reduce, all_gather and broadcast with an Output large enough for
 // streaming stores (one_sided.cpp, kStreamBytes: 8 MiB), at an Output that
 // is not 64-byte aligned, so the copies' ordinary head and tail run too;
 // then in place (all_reduce: ordinary stores, the lines were just read;
@@ -467,6 +467,24 @@ TEST_CASE("staged plans are right with streaming stores, misaligned, and in plac
             RANK_CHECK_MSG(g[static_cast<std::size_t>(q) * up + i] == value(q, static_cast<std::int64_t>(i), iter),
                            "all_gather in place: rank " << q << "'s element " << i);
         RANK_CHECK(gathered[2] == -1.0f && gathered[w * up + 3] == -1.0f);
+        // broadcast from the last rank and from rank 0, in place and out of
+        // place: the large count refills the root's slots (more chunks than
+        // slots), the small one does not.
+        for (int root : {world - 1, 0}) {
+          std::vector<float> b(uc + 32, -1.0f), src(uc);
+          float* bp = b.data() + 3;
+          for (std::size_t i = 0; i < uc; ++i) src[i] = value(root, static_cast<std::int64_t>(i), iter);
+          if (rank == root) std::copy(src.begin(), src.end(), bp);
+          braid::broadcast(braid::tensor(bp, c), root, staged);
+          for (std::size_t i = 0; i < uc; ++i)
+            RANK_CHECK_MSG(bp[i] == src[i], "broadcast from " << root << ": element " << i);
+          RANK_CHECK(b[2] == -1.0f && b[uc + 3] == -1.0f);
+          std::fill(b.begin(), b.end(), -1.0f);
+          braid::broadcast(braid::tensor(src.data(), c), braid::tensor(bp, c), root, staged);
+          for (std::size_t i = 0; i < uc; ++i)
+            RANK_CHECK_MSG(bp[i] == src[i], "broadcast out of place from " << root << ": element " << i);
+          RANK_CHECK(b[2] == -1.0f && b[uc + 3] == -1.0f);
+        }
       }
       braid::destroy_process_group();
     });

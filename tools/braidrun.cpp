@@ -55,10 +55,13 @@
 #include <utility>
 #include <vector>
 
+#include "src/common/fd.hpp"  // header-only: braidrun links no library
+
 extern char** environ;
 
 namespace {
 
+using braid::Fd;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -98,22 +101,6 @@ constexpr const char* kUsage =
     "                      ranks run anywhere (the default otherwise)\n"
     "  -h, --help          show this help\n"
     "  --version           show braidrun's version\n";
-
-// Owns a file descriptor; braidrun builds without the library, so it keeps its own.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept { std::swap(fd_, o.fd_); return *this; }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void reset() { if (fd_ >= 0) ::close(std::exchange(fd_, -1)); }
-
- private:
-  int fd_ = -1;
-};
 
 // Writes everything or gives up quietly: if our own stdout is gone (EPIPE) the ranks must still
 // be drained and reaped, so output loss is not an error.

@@ -207,6 +207,12 @@ class Transport {
   // poll() costs no system call, so a spinning waiter may call it on every
   // round and look at the file descriptors only now and then.
   virtual bool cheap_poll() const { return false; }
+  // A spinning waiter that awaits `peer`: read what it sent, now, straight
+  // from the connections it writes on (one recv each), rather than after
+  // epoll_wait said so: a message that lands is then read by one system
+  // call instead of two. -1 where this transport holds no connection to
+  // it, else 1 if anything arrived, 0 if not.
+  virtual int poll_peer(int /*peer*/) { return -1; }
   // Before the host sleeps in epoll_wait: arrange to be woken through an fd
   // in the epoll set. False if work arrived meanwhile (do not sleep).
   virtual bool prepare_sleep() { return true; }

@@ -34,6 +34,7 @@ constexpr int kSliceMs = 100;
 // nothing next to epoll_wait(0), so spinning rounds look at the file
 // descriptors only every few rounds.
 constexpr int kFdPollEvery = 8;
+constexpr int kSpinsPerClock = 8;  // wait_locked
 
 // How long a waiter polls before it sleeps in the kernel: BRAID_SPIN_US, or
 // 50 us, long enough to catch a reply from a peer on this host without a
@@ -176,7 +177,32 @@ bool Engine::progress_round(std::unique_lock<std::mutex>& lk, int timeout_ms) {
   return busy || n > 0;
 }
 
-void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round) {
+void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hint) {
+  // Waiting for one peer over sockets: read its connections straight away
+  // (Transport::poll_peer), so that its message is read by the recv that
+  // finds it, not by epoll_wait and then a recv: a system call less per
+  // message (2 ranks over TCP, 8-byte pingpong: bench/RESULTS.md section
+  // 32). The other descriptors are then looked at every kFdPollEvery rounds,
+  // as below, unless ranks share CPUs across hosts.
+  int direct = -1;
+  if (peer_hint >= 0)
+    for (Transport* t : all_) {
+      const int got = t->poll_peer(peer_hint);
+      if (got > 0) {
+        cv_.notify_all();
+        return;
+      }
+      direct = std::max(direct, got);
+    }
+  if (direct == 0 && !fds_every_round_ && round % kFdPollEvery != 0) {
+    for (Transport* t : spinners_) t->poll();
+    lk.unlock();
+    if (oversubscribed_) sched_yield();
+    else __builtin_ia32_pause();
+    lk.lock();
+    cv_.notify_all();
+    return;
+  }
   // A spin: the transports that poll without a system call, file
   // descriptors every few rounds -- but every round where this machine's
   // ranks share CPUs and the job spans hosts: each round there ends in a
@@ -393,14 +419,23 @@ bool Engine::wait_locked(std::unique_lock<std::mutex>& lk, const std::function<b
   int spins = 0;
   // Registered as awaited, so whichever thread runs the watchdog probes it.
   Awaiting awaiting(*this, peer_hint);
-  const auto spin_end = Clock::now() + spin_;
+  auto now = Clock::now();
+  const auto spin_end = now + spin_;
   bool spinning = true;
+  // Between spin rounds the clock is read every kSpinsPerClock rounds only:
+  // a read costs about what a round that finds nothing does (5% of a 2-rank
+  // TCP pingpong's samples), and spin rounds never sleep, so spin_end and
+  // the deadline are passed by a few rounds at most. After anything else
+  // (a sleep in epoll_wait or on cv_) it is read at once.
+  bool after_spin = false;
   while (!done()) {
-    const auto now = Clock::now();
+    if (!after_spin || spins % kSpinsPerClock == 0) now = Clock::now();
+    after_spin = false;
     if (now >= deadline.at) return false;
     if (!token_) {
       if (spinning && now < spin_end) {
-        spin_round(lk, spins++);
+        spin_round(lk, spins++, peer_hint);
+        after_spin = true;
         continue;
       }
       spinning = false;

@@ -320,7 +320,7 @@ class Engine final : public TransportHost {
   [[noreturn]] void connect_refused(const Request& r, const std::string& reason);
 
   bool routed(int peer) const;
-  void spin_round(std::unique_lock<std::mutex>& lk, int round);
+  void spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hint);
   void kick();
   void async_loop();
   void expire_async_locked();

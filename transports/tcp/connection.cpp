@@ -207,6 +207,7 @@ void Connection::read_ready() {
         if (stop_reading(n)) return;
         continue;
       }
+      ++reads_;
       emptied = static_cast<std::size_t>(n) < remaining_;
       dst_ += n;
       remaining_ -= static_cast<std::size_t>(n);
@@ -221,6 +222,7 @@ void Connection::read_ready() {
         if (stop_reading(n)) return;
         continue;
       }
+      ++reads_;
       rpos_ = 0;
       rlen_ = static_cast<std::size_t>(n);
       emptied = rlen_ < kReadBuffer;

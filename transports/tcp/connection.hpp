@@ -67,6 +67,13 @@ class Connection final : public EventSource {
   void adopt_partial(std::unique_ptr<Unexpected> u);
   // Reads again after the host held this peer back (TcpTransport::resume).
   void resume();
+  // Reads what has arrived, as an EPOLLIN would (TcpTransport::poll_peer):
+  // true if any bytes did.
+  bool poll_read() {
+    const std::uint64_t before = reads_;
+    read_ready();
+    return reads_ != before;
+  }
   // Reads what has arrived, now, held back or not (TcpTransport::
   // connection_broken: what a peer sent before it reset the connection, its
   // goodbye perhaps, is worth its memory).
@@ -160,6 +167,7 @@ class Connection final : public EventSource {
   bool draining_ = false;  // in read_now(): never held back
   bool want_out_ = false;
   bool held_ = false;  // not reading: the host holds this peer back (resume())
+  std::uint64_t reads_ = 0;  // recv calls that returned bytes (poll_read)
   bool hung_up_ = false;  // epoll reported a hang-up or error: never held
   Auth auth_ = Auth::Done;
   wire::FrameHeader hello_{};           // bound into both proofs

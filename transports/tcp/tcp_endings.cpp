@@ -43,6 +43,7 @@ void TcpTransport::retire(Connection& c, bool park) {
     if (it->get() == &c) {
       retired_.push_back(std::move(*it));
       conns_.erase(it);
+      ++conns_changed_;
       break;
     }
 }
@@ -250,6 +251,7 @@ void TcpTransport::goodbye_afresh(int peer, const net::SockAddr& at, const wire:
   if (secret_) c->await_auth(hello, nonce);  // the goodbye waits for the peer's proof
   c->enqueue(nullptr, bye, 0);
   Connection* raw = c.get();
+  ++conns_changed_;
   conns_.push_back(std::move(c));
   while (!raw->closed() && !raw->idle() && !d.expired()) {
     pollfd pfd{raw->fd(), POLLIN, 0};

@@ -127,6 +127,7 @@ void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
     if (secret_) c->await_auth(s.hello, s.nonce);
     if (k == 0) out_[static_cast<std::size_t>(peer)] = c.get();
     else stripes_[static_cast<std::size_t>(peer)].push_back(c.get());
+    ++conns_changed_;
     conns_.push_back(std::move(c));
   }
 }
@@ -160,6 +161,7 @@ void TcpTransport::on_events(std::uint32_t) {
       return;
     }
     net::set_nodelay(fd);
+    ++conns_changed_;
     conns_.push_back(std::make_unique<Connection>(*this, Fd(fd), -1, false, next_conn_id_++));
   }
 }
@@ -201,7 +203,29 @@ void TcpTransport::resume() {
   for (Connection* c : live) c->resume();
 }
 
-void TcpTransport::accept_peer(Connection&, int peer) { incoming_[static_cast<std::size_t>(peer)]++; }
+void TcpTransport::accept_peer(Connection&, int peer) {
+  incoming_[static_cast<std::size_t>(peer)]++;
+  ++conns_changed_;  // poll_peer's list of this peer's connections
+}
+
+int TcpTransport::poll_peer(int peer) {
+  if (polled_.peer != peer || polled_.seen != conns_changed_) {
+    polled_.conns.clear();
+    // The connections the peer dialed: it writes its messages on those
+    // (send: out_), and what comes back on ours (a CTS) waits for the
+    // epoll round that comes every few spins.
+    for (auto& c : conns_)
+      if (c->peer() == peer && !c->dialed()) polled_.conns.push_back(c.get());
+    polled_.peer = peer;
+    polled_.seen = conns_changed_;
+  }
+  if (polled_.conns.empty()) return -1;
+  bool got = false;
+  // A connection that reading retires changes conns_ (and so the list): stop there.
+  for (std::size_t i = 0; i < polled_.conns.size() && polled_.seen == conns_changed_; ++i)
+    got |= polled_.conns[i]->poll_read();
+  return got ? 1 : 0;
+}
 
 void TcpTransport::send(Request& r) {
   Connection* c = out_[static_cast<std::size_t>(r.peer)];

@@ -75,6 +75,7 @@ class TcpTransport final : public Transport, private EventSource {
   void reap() override;
   // Connections held back (hold_back) read again.
   void resume() override;
+  int poll_peer(int peer) override;
 
   std::size_t eager_limit() const { return eager_limit_; }
   // Open sockets this rank dialed to `peer`, and accepted from it.
@@ -137,6 +138,15 @@ class TcpTransport final : public Transport, private EventSource {
   std::size_t eager_limit_;
 
   std::vector<std::unique_ptr<Connection>> conns_;  // live
+  // poll_peer's connections of the peer it was last asked for, found again
+  // whenever conns_ or a connection's peer changed (conns_changed_).
+  struct PeerConns {
+    int peer = -1;
+    std::uint64_t seen = 0;
+    std::vector<Connection*> conns;
+  };
+  PeerConns polled_;
+  std::uint64_t conns_changed_ = 1;
   std::vector<std::unique_ptr<Connection>> retired_;  // closed, freed by reap()
   // Sockets of connections break_off() left out of step, with the peer's
   // listener where the connection was dialed (for goodbye_afresh()).

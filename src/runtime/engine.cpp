@@ -184,9 +184,13 @@ void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hi
   // message (2 ranks over TCP, 8-byte pingpong: bench/RESULTS.md section
   // 32). The other descriptors are then looked at every kFdPollEvery rounds,
   // as below, unless ranks share CPUs across hosts.
+  // Only the transport that carries this rank's traffic to the peer, where
+  // that is decided: the others have nothing of it to read.
   int direct = -1;
-  if (peer_hint >= 0)
+  if (peer_hint >= 0) {
+    Transport* routed = route_[static_cast<std::size_t>(peer_hint)];
     for (Transport* t : all_) {
+      if (routed && t != routed) continue;
       const int got = t->poll_peer(peer_hint);
       if (got > 0) {
         cv_.notify_all();
@@ -194,6 +198,7 @@ void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hi
       }
       direct = std::max(direct, got);
     }
+  }
   if (direct == 0 && !fds_every_round_ && round % kFdPollEvery != 0) {
     for (Transport* t : spinners_) t->poll();
     lk.unlock();

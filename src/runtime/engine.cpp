@@ -199,24 +199,15 @@ void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hi
       direct = std::max(direct, got);
     }
   }
-  if (direct == 0 && !fds_every_round_ && round % kFdPollEvery != 0) {
-    for (Transport* t : spinners_) t->poll();
-    lk.unlock();
-    if (oversubscribed_) sched_yield();
-    else __builtin_ia32_pause();
-    lk.lock();
-    cv_.notify_all();
-    return;
-  }
-  // A spin: the transports that poll without a system call, file
-  // descriptors every few rounds -- but every round where this machine's
-  // ranks share CPUs and the job spans hosts: each round there ends in a
-  // yield, a context switch to another rank, so looking only every
-  // kFdPollEvery rounds leaves a message from another host unread for that
-  // many switches (2 hosts x 2 ranks on 2 CPUs, 8-byte all_reduce: 41-47 us
-  // against 34-39 us). On one host the sockets carry nothing there, so the
-  // cadence stays (a system call a round buys nothing).
-  if (!spinners_.empty() && !fds_every_round_ && round % kFdPollEvery != 0) {
+  // A spin: the transports that poll without a system call (and the peer's
+  // sockets, above), file descriptors every few rounds -- but every round
+  // where this machine's ranks share CPUs and the job spans hosts: each
+  // round there ends in a yield, a context switch to another rank, so
+  // looking only every kFdPollEvery rounds leaves a message from another
+  // host unread for that many switches (2 hosts x 2 ranks on 2 CPUs, 8-byte
+  // all_reduce: 41-47 us against 34-39 us). On one host the sockets carry
+  // nothing there, so the cadence stays (a system call a round buys nothing).
+  if ((direct == 0 || !spinners_.empty()) && !fds_every_round_ && round % kFdPollEvery != 0) {
     bool busy = false;
     for (Transport* t : spinners_) busy |= t->poll();
     if (!busy) {

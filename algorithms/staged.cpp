@@ -156,8 +156,6 @@ bool staged_supports(const PlanArgs& args) {
   return slots_for(args, K) * slot * static_cast<std::int64_t>(args.elem_size) <= kMaxScratchBytes;
 }
 
-
-
 Plan staged_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "staged");
   if (reads_input_trivial(b)) return b.finish();

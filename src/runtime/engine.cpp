@@ -183,9 +183,9 @@ void Engine::spin_round(std::unique_lock<std::mutex>& lk, int round, int peer_hi
   // finds it, not by epoll_wait and then a recv: a system call less per
   // message (2 ranks over TCP, 8-byte pingpong: bench/RESULTS.md section
   // 32). The other descriptors are then looked at every kFdPollEvery rounds,
-  // as below, unless ranks share CPUs across hosts.
-  // Only the transport that carries this rank's traffic to the peer, where
-  // that is decided: the others have nothing of it to read.
+  // as below, unless ranks share CPUs across hosts. Only the transport that
+  // carries this rank's traffic to the peer is read, where that is decided:
+  // the others have nothing of it.
   int direct = -1;
   if (peer_hint >= 0) {
     Transport* routed = route_[static_cast<std::size_t>(peer_hint)];

@@ -22,11 +22,11 @@
 #include <thread>
 #include <unordered_map>
 
-#include "src/common/thread_name.hpp"
 #include "src/common/env.hpp"
 #include "src/common/errors.hpp"
 #include "src/common/log.hpp"
 #include "src/common/socket.hpp"
+#include "src/common/thread_name.hpp"
 #include "src/store/store.hpp"
 #include "src/store/store_service.hpp"
 #include "src/store/store_wire.hpp"

@@ -6,16 +6,21 @@
 //   relay: the other process copies CHUNK bytes at a time into SLOTS slots
 //          of shared memory and this one copies them out, both at once on
 //          two CPUs; the slots stay in cache, so DRAM sees each byte read
-//          once and written once.
+//          once and written once. STREAMING 1: the producer writes the
+//          slots with streaming stores, so the chunk goes through DRAM
+//          instead (which the host's slow phase does not slow: RESULTS.md
+//          section 33).
 // Prints 5 rounds each.
 //
 //   build-*/bench/copy-paths cma [CHUNK_KIB] [THP 0|1]     (defaults 65536, 0)
-//   build-*/bench/copy-paths relay [CHUNK_KIB] [SLOTS]     (defaults 256, 4)
+//   build-*/bench/copy-paths relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1]   (defaults 256, 4, 0)
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <immintrin.h>
 
 #include <atomic>
 #include <chrono>
@@ -69,7 +74,24 @@ struct Counters {
   alignas(64) std::atomic<long> consumed{0};
 };
 
-int relay(std::size_t chunk, int slots) {
+// The producer's copy into a slot with streaming stores: the lines go to DRAM
+// instead of staying in its cache, so the consumer reads them from memory
+// rather than from the other CPU's cache.
+__attribute__((target("avx2"))) void stream_copy(char* dst, const char* src, std::size_t n) {
+  for (std::size_t o = 0; o < n; o += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + o));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + o + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + o + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + o + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + o), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + o + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + o + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + o + 96), d);
+  }
+  _mm_sfence();
+}
+
+int relay(std::size_t chunk, int slots, bool streaming) {
   char* shared = static_cast<char*>(
       mmap(nullptr, 4096 + chunk * static_cast<std::size_t>(slots), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return 1;
@@ -91,7 +113,10 @@ int relay(std::size_t chunk, int slots) {
       char* slot = slot0 + static_cast<std::size_t>(seq % slots) * chunk;
       if (producer) {
         while (seq - c->consumed.load(std::memory_order_acquire) >= slots) __builtin_ia32_pause();
-        std::memcpy(slot, buf + static_cast<std::size_t>(i) * chunk, chunk);
+        if (streaming)
+          stream_copy(slot, buf + static_cast<std::size_t>(i) * chunk, chunk);
+        else
+          std::memcpy(slot, buf + static_cast<std::size_t>(i) * chunk, chunk);
         c->produced.store(seq + 1, std::memory_order_release);
       } else {
         while (c->produced.load(std::memory_order_acquire) <= seq) __builtin_ia32_pause();
@@ -101,7 +126,8 @@ int relay(std::size_t chunk, int slots) {
     }
     const double sec = since(t0);
     if (!producer)
-      std::printf("relay, %zu KiB x %d slots: %.2f ms (%.1f GB/s)%s\n", chunk >> 10, slots, sec * 1e3,
+      std::printf("relay, %zu KiB x %d slots%s: %.2f ms (%.1f GB/s)%s\n", chunk >> 10, slots,
+                  streaming ? ", streaming stores" : "", sec * 1e3,
                   kBytes / sec / 1e9, buf[kBytes - 1] == 1 ? "" : " (wrong bytes)");
   }
   if (producer) _exit(0);
@@ -114,8 +140,13 @@ int relay(std::size_t chunk, int slots) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "cma") return cma((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 65536) << 10, argc > 3 && argv[3][0] == '1');
+  if (mode == "relay" && argc > 4 && argv[4][0] == '1' && !__builtin_cpu_supports("avx2")) {
+    std::fprintf(stderr, "copy-paths: streaming stores need AVX2, which this CPU lacks\n");
+    return 2;
+  }
   if (mode == "relay")
-    return relay((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256) << 10, argc > 3 ? std::atoi(argv[3]) : 4);
-  std::fprintf(stderr, "usage: copy-paths cma [CHUNK_KIB] [THP 0|1] | relay [CHUNK_KIB] [SLOTS]\n");
+    return relay((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256) << 10, argc > 3 ? std::atoi(argv[3]) : 4,
+                 argc > 4 && argv[4][0] == '1');
+  std::fprintf(stderr, "usage: copy-paths cma [CHUNK_KIB] [THP 0|1] | relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1]\n");
   return 2;
 }

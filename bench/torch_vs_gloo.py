@@ -13,6 +13,10 @@ of examples/ddp_train.py on each backend, 2 ranks (--plugin-only: just these).
 --shareable adds a third contender, braid with BRAID_TORCH_SHAREABLE=1 (its
 tensors of 1 MiB and more in memory the ranks map: braid_torch's
 use_shareable_memory), and its speed-up over Gloo.
+Before and after each job it prints the host's phase, as the build's
+bench/line-exchange reads it (a cache line between CPUs 0 and 1 and back:
+about 0.05 us in this machine kind's usual phase, 0.2 in the slow one that
+slows relays through cache threefold, bench/RESULTS.md section 33).
 
     PYTHONPATH=build/src/bindings/torch /usr/bin/python3 bench/torch_vs_gloo.py --build build
 """
@@ -105,6 +109,15 @@ def job(world, argv, env_extra=None):
     return outs[0]
 
 
+def phase(build):
+    """us per round of bench/line-exchange, or None where the build has none."""
+    probe = os.path.join(build, "bench", "line-exchange")
+    if not os.access(probe, os.X_OK):
+        return None
+    m = re.search(r"([0-9.]+) us per round", subprocess.run([probe], capture_output=True, text=True).stdout)
+    return float(m.group(1)) if m else None
+
+
 def result_of(out):
     """A worker job's figures (rank 0 prints them)."""
     return json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
@@ -141,11 +154,15 @@ def main():
     for world in worlds:
         backends = ["braid", "gloo"] + (["braid+shareable"] if a.shareable else [])
         res = {b: [] for b in backends}
-        for _ in range(a.rounds):
+        for rnd in range(a.rounds):
             for backend in backends:
                 extra = {"BRAID_TORCH_SHAREABLE": "1" if backend == "braid+shareable" else "0"}
+                before = phase(a.build)
                 out = job(world, [sys.executable, me, "--worker", backend, "--budget", str(a.budget)], extra)
                 res[backend].append(result_of(out))
+                if before is not None:
+                    print(f"# {world} ranks, round {rnd + 1}, {backend}: line exchange {before:.3f} us before the job, "
+                          f"{phase(a.build):.3f} after", flush=True)
         print(f"\n## {world} ranks: median of {a.rounds} rounds, time per call (us); speed-up = gloo / braid")
         more = " braid+shareable | speed-up |" if a.shareable else ""
         print(f"| op | size | braid | gloo | speed-up |{more}\n|---|---|---|---|---|{'---|---|' if a.shareable else ''}")
@@ -159,6 +176,14 @@ def main():
                     s = statistics.median(r[k] for r in res["braid+shareable"]) * 1e6
                     row += f" {s:.1f} | {g / s:.1f}x |"
                 print(row, flush=True)
+        # The rounds behind the medians from 16 MiB, in order: with the
+        # phase lines above they show which rounds ran in the slow phase.
+        print(f"\nper round from 16 MiB, ms ({', '.join(backends)}):")
+        for op in OPS:
+            for size in (s for s in SIZES if s >= 16 << 20):
+                k = f"{op} {size}"
+                cells = "; ".join(" / ".join(f"{r[k] * 1e3:.2f}" for r in res[b]) for b in backends)
+                print(f"  {op} {fmt_size(size)}: {cells}")
         if world == 2:
             b16 = statistics.median(r[f"all_reduce {16 << 20}"] for r in res["braid"])
             g16 = statistics.median(r[f"all_reduce {16 << 20}"] for r in res["gloo"])

@@ -40,13 +40,30 @@ struct Loc {
   int step = -1;
 };
 
+// Elements the executor copies into each rank's Output before the plan, as
+// the buffer contract wants (plan.hpp), out of place: the contribution of
+// an all-reduce or reduce, the own block of an all-gather; none for a plan
+// that reads its Input itself (Plan::reads_input). Without it such a plan
+// would pay for a copy the others get free.
+std::int64_t contract_copy(const Plan& p) {
+  if (p.reads_input) return 0;
+  switch (p.coll) {
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::AllGather: return p.args.count;
+    default: return 0;
+  }
+}
+
 // Discrete-event simulation of one plan (see cost_model.hpp for the rules).
 class Simulator {
  public:
-  Simulator(const Plan& p, const LinkCosts& links)
+  // `one_call`: the plan one call runs, where `p` is several back to back
+  // (back_to_back.cpp); whether it fits the fast boxes is a matter of one call.
+  Simulator(const Plan& p, const LinkCosts& links, const Plan* one_call = nullptr)
       : p_(p), c_(links.local), remote_(links.remote), n_(static_cast<int>(p.ranks.size())),
         hosts_(several_hosts(p.args.topology.host_of, static_cast<std::size_t>(n_)) ? &p.args.topology.host_of : nullptr),
-        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(p)) {
+        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(one_call ? *one_call : p)) {
     const Topology& t = p.args.topology;
     if (hosts_ && t.machine_cpus > 0 && t.machine_of.size() == static_cast<std::size_t>(n_)) {
       machines_ = &t.machine_of;
@@ -57,8 +74,9 @@ class Simulator {
       int most = 0;
       for (int m : t.machine_of) most = std::max(most, ++ranks_on[m]);
       const double turns = std::max(0.0, static_cast<double>(most) / t.machine_cpus - 1.0);
-      c_.alpha_s += turns * kSharedTcpTurn;
-      remote_.alpha_s += turns * kSharedTcpTurn;
+      turn_s_ = turns * kSharedTcpTurn;
+      c_.alpha_s += turn_s_;
+      remote_.alpha_s += turn_s_;
     }
   }
 
@@ -115,7 +133,18 @@ class Simulator {
         complete(e.rank, e.step, e.time);
         continue;
       }
-      // A message, keyed by its Send: both ends are ready at e.time.
+      if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
+        // An eager message that arrived before this Recv was ready: done
+        // now (e.time is the later of the two), a RecvReduce's combining after.
+        const double b = bytes(s.dst.count);
+        double done = e.time;
+        if (s.kind == StepKind::RecvReduce)
+          done = machines_ ? take_cpu(machine(e.rank), e.time, c_.gamma_s_per_byte * b) : e.time + c_.gamma_s_per_byte * b;
+        complete(e.rank, e.step, done);
+        continue;
+      }
+      // A message, keyed by its Send: both ends are ready at e.time (or,
+      // eager, the Send is).
       const Loc rcv = partner_[idx(e.rank, e.step)];
       const double b = bytes(s.src.count);
       // Across hosts the ranks of a host share its link: the bytes also
@@ -135,8 +164,14 @@ class Simulator {
       double start = std::max({e.time, out_port, in_port});
       const CostParams& l = link(e.rank, rcv.rank);
       if (crosses) start = std::max({start, nic_out_[host(e.rank)], nic_in_[host(rcv.rank)]});
-      double arrive = start + (boxed_ ? l.fastbox_alpha_s : l.alpha_s) +
-                      (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
+      const double alpha = boxed_ ? l.fastbox_alpha_s : l.alpha_s;
+      const double per_byte = (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
+      double arrive = start + alpha + per_byte;
+      // When the ends are through with it (send_share): neither the wire's
+      // part of alpha nor, on a shared machine, the receiver's wait for its
+      // turn on a CPU (turn_s_) holds them.
+      const double own = l.send_share > 0 ? std::min(l.send_share, 1.0) * (alpha - (boxed_ ? 0.0 : turn_s_)) : 0.0;
+      double through = l.send_share > 0 ? start + own + per_byte : arrive;
       // Hosts emulated on one machine: the kernel copies the bytes on both
       // ends, each a CPU of the machine for as long as loopback's rate
       // takes; the message arrives no sooner than both are through. The
@@ -146,13 +181,22 @@ class Simulator {
         const double cpu = kMachineStreamSPerByte * b;
         const double sent = take_cpu(machine(e.rank), start, cpu);
         arrive = std::max({arrive, sent + l.alpha_s, take_cpu(machine(rcv.rank), start, cpu) + l.alpha_s});
+        through = l.send_share > 0 ? std::max(through, sent) : arrive;
       }
-      out_port = in_port = arrive;
+      out_port = in_port = through;
       if (crosses) nic_out_[host(e.rank)] = nic_in_[host(rcv.rank)] = start + l.beta_s_per_byte * b;
+      // A rendezvous Send completes when the message arrives, an eager one
+      // when its sender is through with it.
+      complete(e.rank, e.step, eager(e.rank, rcv.rank, b) ? through : arrive);
+      const std::size_t k = idx(rcv.rank, rcv.step);
+      if (!is_ready_[k]) {  // eager, ahead of its Recv: held until that is ready (on_ready)
+        arrived_at_[k] = arrive;
+        continue;
+      }
+      const double got = std::max(arrive, ready_at_[k]);
       const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
-      complete(e.rank, e.step, arrive);
-      double done = arrive + (reduces ? c_.gamma_s_per_byte * b : 0.0);
-      if (reduces && machines_) done = take_cpu(machine(rcv.rank), arrive, c_.gamma_s_per_byte * b);
+      double done = got + (reduces ? c_.gamma_s_per_byte * b : 0.0);
+      if (reduces && machines_) done = take_cpu(machine(rcv.rank), got, c_.gamma_s_per_byte * b);
       complete(rcv.rank, rcv.step, done);
     }
     if (finished_ != total_) return std::numeric_limits<double>::infinity();
@@ -160,21 +204,6 @@ class Simulator {
   }
 
  private:
-  // Elements the executor copies into each rank's Output before the plan, as
-  // the buffer contract wants (plan.hpp), out of place: the contribution of
-  // an all-reduce or reduce, the own block of an all-gather; none for a
-  // plan that reads its Input itself (Plan::reads_input). Without it such a
-  // plan would pay for a copy the others get free.
-  std::int64_t contract_copy() const {
-    if (p_.reads_input) return 0;
-    switch (p_.coll) {
-      case Collective::AllReduce:
-      case Collective::Reduce:
-      case Collective::AllGather: return p_.args.count;
-      default: return 0;
-    }
-  }
-
   // Whether one of s's dependencies wrote exactly the span s reads.
   bool wrote_before(int r, const Step& s) const {
     for (auto d : s.deps) {
@@ -211,7 +240,7 @@ class Simulator {
     total_ = offset_.back();
     // The executor's copy into Output before the plan starts (contract_copy),
     // alike on every rank: every step, and every CPU, is free only after it.
-    const double init = c_.copy_s_per_byte * bytes(contract_copy());
+    const double init = c_.copy_s_per_byte * bytes(contract_copy(p_));
     latest_ = init;
     partner_.assign(total_, Loc{});
     pending_.assign(total_, 0);
@@ -224,6 +253,7 @@ class Simulator {
     xrecv_port_.assign(static_cast<std::size_t>(n_), 0.0);
     cpu_port_.assign(static_cast<std::size_t>(n_), init);
     signaled_at_.assign(total_, -1.0);
+    arrived_at_.assign(total_, -1.0);
 
     std::unordered_map<std::uint64_t, Loc> sends;
     auto key = [](int from, int to, std::int32_t slot) {
@@ -276,7 +306,18 @@ class Simulator {
         events_.push({std::max(ready_at_[k], signaled_at_[idx(o.rank, o.step)] + link(o.rank, r).signal_s), r, i});
       return;
     }
-    if (o.rank < 0 || !is_ready_[idx(o.rank, o.step)]) return;
+    if (o.rank < 0) return;
+    // Eager: the Send goes when it is ready; its Recv completes when it is
+    // ready too, once the message has arrived.
+    const bool sending = kind == StepKind::Send;
+    const Loc from = sending ? Loc{r, i} : o;
+    const Loc to = sending ? o : Loc{r, i};
+    if (eager(from.rank, to.rank, bytes(step(from.rank, from.step).src.count))) {
+      if (sending) events_.push({ready_at_[k], r, i});
+      else if (arrived_at_[k] >= 0) events_.push({std::max(ready_at_[k], arrived_at_[k]), r, i});
+      return;
+    }
+    if (!is_ready_[idx(o.rank, o.step)]) return;
     const double t = std::max(ready_at_[k], ready_at_[idx(o.rank, o.step)]);
     if (kind == StepKind::Send)
       events_.push({t, r, i});
@@ -293,6 +334,15 @@ class Simulator {
       ready_at_[k] = std::max(ready_at_[k], finish);
       if (--pending_[k] == 0) on_ready(r, j);
     }
+  }
+
+  // Whether a message of `n` bytes from rank `from` to rank `to` leaves
+  // before its Recv is ready (CostParams::eager_bytes); never in one-sided
+  // plans.
+  bool eager(int from, int to, double n) const {
+    if (p_.one_sided) return false;
+    const double limit = link(from, to).eager_bytes;
+    return limit > 0 && n <= limit;
   }
 
   // The costs between ranks a and b (a local step: a == b, or b < 0).
@@ -340,6 +390,7 @@ class Simulator {
   const std::vector<int>* hosts_;  // null: one host
   const bool boxed_;               // the plan runs over fast boxes
   const std::vector<int>* machines_ = nullptr;  // null: each host its own machine
+  double turn_s_ = 0.0;  // kSharedTcpTurn's part of every message's alpha (machines_)
   struct Busy {
     double from, to;
   };
@@ -359,6 +410,7 @@ class Simulator {
   std::unordered_map<int, double> nic_out_, nic_in_;  // per host id: when its link is next free each way
   std::vector<double> cpu_port_;               // one-sided plans: when each rank's CPU is next free
   std::vector<double> signaled_at_;            // per Signal: when it was issued (-1: not yet)
+  std::vector<double> arrived_at_;             // per Recv: when its eager message arrived (-1: not yet)
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
 };
 
@@ -397,12 +449,24 @@ CostParams sharing_cpus(const CostParams& p) {
 
 double predict_seconds(const Plan& plan, const CostParams& params) { return predict_seconds(plan, {params, params}); }
 
-double predict_seconds(const Plan& plan, const LinkCosts& links) {
+namespace {
+
+// `plan` priced with the costs its topology implies; `one_call` as Simulator's.
+double simulate(const Plan& plan, const LinkCosts& links, const Plan* one_call) {
   const Topology& t = plan.args.topology;
-  if (!t.one_host || (!t.shared_cpus && !t.mapped_buffers)) return Simulator(plan, links).run();
+  if (!t.one_host || (!t.shared_cpus && !t.mapped_buffers)) return Simulator(plan, links, one_call).run();
   CostParams p = t.shared_cpus ? sharing_cpus(links.local) : links.local;
   if (t.mapped_buffers) p.peer_read_s = p.peer_read_s_per_byte = 0.0;  // a mapping: a local read
-  return Simulator(plan, {p, p}).run();
+  return Simulator(plan, {p, p}, one_call).run();
+}
+
+}  // namespace
+
+double predict_seconds(const Plan& plan, const LinkCosts& links) { return simulate(plan, links, nullptr); }
+
+double predict_seconds_per_call(const Plan& plan, const LinkCosts& links, int calls) {
+  if (calls <= 1) return predict_seconds(plan, links);
+  return simulate(back_to_back(plan, calls, contract_copy(plan)), links, &plan) / calls;
 }
 
 CostParams with_link(const CostParams& base, double latency_s, double s_per_byte) {

@@ -3,11 +3,13 @@
 //
 // Simulation: every step starts when its deps have finished. Each rank has
 // one send port and one receive port (full duplex); a message occupies the
-// sender's send port and the receiver's receive port for alpha + beta*bytes,
+// sender's send port and the receiver's receive port for alpha + beta*bytes
+// (or the ends' own share of it, send_share, where the params give one),
 // starting once both its Send and its Recv are ready (the verifier's
-// rendezvous rule) and both ports are free, in order of readiness. The Send
-// finishes when the message arrives; a Recv then, a RecvReduce gamma*bytes
-// later. A message between hosts also holds, for beta*bytes, the sending
+// rendezvous rule; a message of up to eager_bytes leaves once its Send is)
+// and both ports are free, in order of readiness. The Send finishes when
+// the message arrives (an eager one when its sender is through); a Recv
+// then, or when it is ready if later, a RecvReduce gamma*bytes after. A message between hosts also holds, for beta*bytes, the sending
 // host's link out and the receiving host's link in: the ranks of a host
 // share its network link. A rank has a pair of ports for messages across
 // hosts and another for messages within its host (two transports), so
@@ -75,6 +77,18 @@ struct CostParams {
   // A peer's Scratch is across a link too (RDMA): a Get or Put of it costs
   // what one of its Input or Output does, not a fraction of a local copy.
   bool remote_scratch = false;
+  // The share of alpha_s that the two ends spend on a message themselves
+  // (LogP: one-way latency = o + L + o): a message holds the sender's send
+  // port and the receiver's receive port for send_share * alpha_s +
+  // beta*bytes, while it arrives alpha_s + beta*bytes after it starts; in
+  // the rest of alpha_s, the wire's, both may start the next. 0: all of
+  // alpha_s (a port is held until the message arrives).
+  double send_share = 0.0;
+  // Messages of up to this many bytes leave when their Send is ready,
+  // without waiting for the Recv (eager: the receiver holds them until its
+  // Recv is posted), and the Send completes when the sender is through
+  // with it. 0: every message waits for both ends (rendezvous).
+  double eager_bytes = 0.0;
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
@@ -84,6 +98,23 @@ struct CostParams {
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
 inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6, 0.0, 0.0, 1.0};
+// What TCP between processes of one machine adds in LogP's terms, for
+// braid-sim --logp (not the runtime's choice: the closed formulas of
+// estimate.hpp, and the choices they and the simulator make, are fitted
+// without it). On loopback and between network namespaces of one machine
+// there is no wire, so the one-way o + L + o is two o's: each end is
+// through with a message after half of alpha. Measured as the time per call
+// of a loop of 8-byte broadcasts, where the root only sends: 5.1 us at 2
+// ranks on one host (`braid-bench broadcast --backend tcp`), 7.3-7.6 us
+// between 2 emulated hosts whose probe read 11.3-13.6 us one way
+// (bench/RESULTS.md section 35). Messages up to the TCP transport's eager
+// limit, 64 KiB (BRAID_TCP_EAGER_LIMIT), leave without waiting for their
+// receive.
+inline constexpr double kTcpSendShare = 0.5;
+inline constexpr double kTcpEagerBytes = 64.0 * 1024;
+// The shared-memory transport's eager limit (BRAID_SHM_EAGER_LIMIT), for
+// the same pricing of messages between host-mates across hosts.
+inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // RDMA (backend 'verbs', Topology::rdma): a message ~2 us, 0.1 ns/byte (a
 // 100 Gbit/s class link); a Signal is one small WRITE, ~1.5 us to the
 // waiter's poll; a Get is a READ round trip, ~3 us plus the bytes. These are
@@ -133,6 +164,17 @@ struct LinkCosts {
   CostParams remote;
 };
 double predict_seconds(const Plan& plan, const LinkCosts& links);
+// `calls` calls of `plan` issued back to back by every rank, as a
+// benchmark's timed loop issues them (back_to_back.cpp): the predicted time
+// per call, the latest finish over `calls`. calls = 1: predict_seconds.
+double predict_seconds_per_call(const Plan& plan, const LinkCosts& links, int calls);
+// The plan behind it: `calls` copies of `plan`, each later one starting on a
+// rank when its previous one has finished there, with a Copy of
+// `begin_copy` elements from Input to Output (the executor's copy into
+// Output at the start of each call; 0: none); messages and signals matched
+// within their copy. For pricing only: the copies share buffers.
+Plan back_to_back(const Plan& plan, int calls, std::int64_t begin_copy);
+
 // The link costs of a group laid out as `host_of`: `local` and `remote` as
 // given, but with the ranks on several hosts no fast boxes (a one-host
 // window's).

@@ -98,10 +98,15 @@ sim_args=()
                                    --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')")
 # braid-sim's time for what it chooses ('*') for one collective and size;
 # the emulated hosts are namespaces of this machine, sharing its CPUs
-# (--machine-cpus: priced so, while '*' stays the runtime's choice).
+# (--machine-cpus: priced so, while '*' stays the runtime's choice), priced
+# as the benchmark times it: its timed calls back to back (--calls), TCP in
+# LogP's terms (--logp: the ends' own share of a message's latency, eager
+# small messages), bench/RESULTS.md section 35.
 sim_us() {
+  local calls
+  calls=$(iters_for "$2" | awk '{ print $2 }')
   "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" \
-    --machine-cpus "$(nproc)" -b "$2" -e "$2" |
+    --machine-cpus "$(nproc)" --logp --calls "$calls" -b "$2" -e "$2" |
     awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $i } }'
 }
 # The algorithmic ceiling in busbw over a link of L: every host must send

@@ -6,7 +6,10 @@ chose: braid-sim's choice with the model of that run (--then-args, default
 none beyond the link), so that a change to the model is judged on what ran,
 not on what it would choose now.
 
-  bench/reprice_hosts.py LOG [--build build-dev] [--now-args "--machine-cpus 2"]
+  bench/reprice_hosts.py LOG [--build build-dev] [--now-args "--machine-cpus 2"] [--loop]
+
+--loop prices the new figures as the benchmark times them: --calls with
+the number of timed calls compare_hosts.sh gives that size (iters_for).
 """
 import argparse
 import subprocess
@@ -33,12 +36,18 @@ def sim_table(build, coll, ranks, hosts, lat_ns, mbps, size, extra):
     return times, chosen
 
 
+def bench_iters(size):
+    """compare_hosts.sh's iters_for: the timed calls per size."""
+    return 200 if size <= 32768 else 20 if size <= 2097152 else 5
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("log")
     ap.add_argument("--build", default="build-dev")
     ap.add_argument("--now-args", default="", help="braid-sim options for the new prices")
     ap.add_argument("--then-args", default="", help="braid-sim options that reproduce the run's choice")
+    ap.add_argument("--loop", action="store_true", help="new prices per call of the benchmark's loop (--calls)")
     a = ap.parse_args()
     now, then = a.now_args.split(), a.then_args.split()
     total = {"old": 0, "new": 0, "rows": 0}
@@ -57,7 +66,8 @@ def main():
         measured = row.braid_us
         lat, mbps = int(cfg.probe_us * 1000), int(cfg.probe_gbit * 1000)
         t_then, algo = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
-        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now)
+        loop = ["--calls", str(bench_iters(size))] if a.loop else []
+        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop)
         old, new = t_then[algo], t_now[algo]
         ok_old, ok_new = abs(old - measured) <= 0.25 * measured, abs(new - measured) <= 0.25 * measured
         total["rows"] += 1

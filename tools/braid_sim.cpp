@@ -39,6 +39,7 @@ constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
     "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C] [--verify] [--model auto|sim|formula]\n"
+    "                 [--calls K] [--logp]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -51,6 +52,13 @@ constexpr const char* kUsage =
     "  streams between them share its CPUs, and so does the ranks' work; '*' stays the runtime's choice\n"
     "--model: price each plan by simulating it (sim) or by its closed formula (formula); auto, as the\n"
     "  runtime's choice does: simulated up to 256 ranks, formulas above (whole plans grow as n^2)\n"
+    "--calls K: the time per call of K calls issued back to back, as a benchmark's timed loop issues\n"
+    "  them (a rank starts the next call once its part of this one is done); default 1, one call\n"
+    "--logp: price TCP messages as LogP does: each end is through with one after half its latency\n"
+    "  (no wire: loopback, namespaces of one machine), up to 64 KiB leave before their receive is\n"
+    "  posted (shared memory between host-mates: up to 16 KiB), and a wait for a turn on a CPU\n"
+    "  shared by ranks (--machine-cpus) holds neither end; the runtime's choice ('*') is made\n"
+    "  without these terms\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -85,17 +93,39 @@ struct Options {
   int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
+  int calls = 1;               // --calls
+  bool logp = false;           // --logp
 
   bool by_formula() const { return model == "formula" || (model == "auto" && ranks > braid::plan::kSimulateRanks); }
 
   // Pair by pair: within a host the backend's costs, between hosts its
   // link's, as the runtime prices a group that spans hosts.
-  braid::plan::LinkCosts links() const {
-    const braid::plan::CostParams remote = braid::plan::with_link(
+  // `logp_terms`: TCP messages priced with --logp's terms (the runtime's
+  // choice is made without them).
+  braid::plan::LinkCosts links(bool logp_terms = false) const {
+    braid::plan::CostParams remote = braid::plan::with_link(
         rdma ? braid::plan::kRdma : braid::plan::kTcpLoopback, static_cast<double>(link_latency_ns) * 1e-9,
         link_mbps ? 8.0 / (static_cast<double>(link_mbps) * 1e6) : 0.0);
-    return braid::plan::link_costs(params, remote, host_of());
+    braid::plan::CostParams local = params;
+    auto tcp_terms = [](braid::plan::CostParams& c) {
+      c.send_share = braid::plan::kTcpSendShare;
+      c.eager_bytes = braid::plan::kTcpEagerBytes;
+    };
+    if (logp_terms && !rdma) tcp_terms(remote);
+    if (logp_terms && backend == "tcp") tcp_terms(local);
+    // Shared memory between host-mates: all of its latency is the ends'
+    // work (no wire), but a wait for a turn on a shared CPU is not; up to
+    // the shm transport's eager limit (16 KiB, BRAID_SHM_EAGER_LIMIT) a
+    // message is copied into the peer's ring without waiting for its
+    // receive.
+    else if (logp_terms && hosts > 1 && host_shares_memory) {
+      local.send_share = 1.0;
+      local.eager_bytes = braid::plan::kShmEagerBytes;
+    }
+    return braid::plan::link_costs(local, remote, host_of());
   }
+  // What the predictions are priced with (the choice uses links()).
+  braid::plan::LinkCosts priced() const { return links(logp); }
   // Ranks in `hosts` blocks (empty: one host).
   std::vector<int> host_of() const {
     std::vector<int> h;
@@ -185,6 +215,8 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
     else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--verify") o.verify = true;
+    else if (flag == "--calls") o.calls = static_cast<int>(parse_int(flag, value()));
+    else if (flag == "--logp") o.logp = true;
     else if (flag == "--model") {
       o.model = value();
       if (o.model != "auto" && o.model != "sim" && o.model != "formula")
@@ -204,6 +236,7 @@ Options parse_args(int argc, char** argv) {
   if (o.machine_cpus < 0 || o.machine_cpus > 1 << 16) usage_error("--machine-cpus takes a CPU count (0: each host a machine)");
   if (o.machine_cpus > 0 && o.hosts < 2) usage_error("--machine-cpus describes hosts emulated on one machine: add --hosts H (H >= 2)");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
+  if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;
   if (!have_b && have_e) o.min_bytes = std::min(o.min_bytes, o.max_bytes);
@@ -263,7 +296,9 @@ int print_plan(const Options& o) {
   const braid::plan::Algorithm* alg = runtime_choice(o, make_args(o, *o.count));
   const braid::plan::Plan plan = alg->build(make_args(o, *o.count));
   fmt::print("{}", braid::plan::to_string(plan));
-  fmt::print("predicted ({}): {:.2f} us\n", o.backend, braid::plan::predict_seconds(plan, o.links()) * 1e6);
+  fmt::print("predicted ({}): {:.2f} us{}\n", o.backend,
+             braid::plan::predict_seconds_per_call(plan, o.priced(), o.calls) * 1e6,
+             o.calls > 1 ? fmt::format(" per call, {} back to back", o.calls) : "");
   const auto v = braid::plan::verify(plan);
   fmt::print("verify: {}\n", v.ok ? "ok" : "FAILED: " + v.error);
   return v.ok ? 0 : 1;
@@ -282,9 +317,13 @@ int sweep(const Options& o) {
   // the plain model's under a flag that says otherwise.
   if (o.machine_cpus > 0 && o.by_formula())
     usage_error("--machine-cpus is priced by simulation only: --model sim (and at most a few hundred ranks)");
-  fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us by {} ('*' = chosen{})\n",
+  if ((o.calls > 1 || o.logp) && o.by_formula())
+    usage_error("--calls and --logp are priced by simulation only: --model sim (and at most a few hundred ranks)");
+  fmt::print("# {} over {} ranks{}, {} ({} bytes/element), backend {}: predicted time in us{} by {} ('*' = chosen{})\n",
              braid::plan::collective_name(o.coll), o.ranks, o.hosts > 1 ? fmt::format(" on {} hosts", o.hosts) : "",
-             o.dtype, o.elem_size, o.backend, o.by_formula() ? "formula" : "simulation",
+             o.dtype, o.elem_size, o.backend,
+             o.calls > 1 ? fmt::format(" per call of {} back to back", o.calls) : "",
+             o.by_formula() ? "formula" : o.logp ? "simulation, TCP in LogP's terms" : "simulation",
              o.verify ? ", '!' = verifier rejects" : "");
   std::string head = fmt::format("{:>12} {:>12}", "bytes", "count");
   for (const auto* a : algs) head += fmt::format(" {:>20}", a->name);
@@ -316,7 +355,8 @@ int sweep(const Options& o) {
         continue;
       }
       const braid::plan::Plan plan = a->build(args);
-      std::string cell = fmt::format("{:.2f}", braid::plan::predict_seconds(plan, o.links()) * 1e6);
+      std::string cell =
+          fmt::format("{:.2f}", braid::plan::predict_seconds_per_call(plan, o.priced(), o.calls) * 1e6);
       if (o.verify) {
         const auto v = braid::plan::verify(plan);
         if (!v.ok) {

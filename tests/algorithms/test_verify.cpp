@@ -641,6 +641,72 @@ TEST_CASE("cost model arithmetic on tiny plans", "[cost]") {
   }
 }
 
+TEST_CASE("cost model: the ends' own time, eager messages, and calls back to back", "[cost]") {
+  // alpha 10 us, 1 ns a byte; where given, the ends are through with a
+  // message after 2 us of it (send_share 0.2) and messages up to 1 KiB
+  // leave eagerly.
+  CostParams plain{10e-6, 1e-9, 0.5e-9, 0.25e-9};
+  CostParams logp = plain;
+  logp.send_share = 0.2;
+  logp.eager_bytes = 1024;
+  auto star = [] {  // rank 0 sends 400 bytes to ranks 1 and 2, one after the other
+    PlanBuilder b(make_args(Collective::Broadcast, 3, 100, 0, 4), "t");
+    for (int p = 1; p < 3; ++p) {
+      b.send(0, p, out(0, 100));
+      b.recv(p, 0, out(0, 100));
+    }
+    return b.finish();
+  };
+  SECTION("a sender is free for its next message once through with this one, not once it arrives") {
+    CHECK(predict_seconds(star(), plain) == Approx(2 * (10e-6 + 400e-9)));
+    CHECK(predict_seconds(star(), logp) == Approx(2e-6 + 400e-9 + 10e-6 + 400e-9));
+  }
+  auto late_recv = [] {  // rank 1 posts its receive after copying 2 MiB (0.52 ms at 0.25 ns a byte)
+    PlanBuilder b(make_args(Collective::Broadcast, 2, (1 << 20) + 2, 0, 4), "t");
+    b.send(0, 1, out(0, 2));
+    const int busy = b.copy(1, out(2, 1 << 19), out((1 << 19) + 2, 1 << 19));
+    b.recv(1, 0, out(0, 2), {busy});
+    return b.finish();
+  };
+  SECTION("an eager message waits at the receiver; a rendezvous one leaves when the receive is posted") {
+    const double copy = 0.25e-9 * 4 * (1 << 19);
+    CHECK(predict_seconds(late_recv(), plain) == Approx(copy + 10e-6 + 8e-9));
+    CHECK(predict_seconds(late_recv(), logp) == Approx(copy));
+  }
+  auto pair = [] {  // a 2-rank broadcast of 8 bytes
+    PlanBuilder b(make_args(Collective::Broadcast, 2, 2, 0, 4), "t");
+    b.send(0, 1, out(0, 2));
+    b.recv(1, 0, out(0, 2));
+    return b.finish();
+  };
+  SECTION("calls back to back: the root runs ahead where messages are eager and its own time is short") {
+    const LinkCosts l{logp, logp};
+    CHECK(predict_seconds_per_call(pair(), l, 1) == Approx(10e-6 + 8e-9));
+    // (calls - 1) x (0.2 alpha + beta b) + alpha + beta b, over the calls.
+    CHECK(predict_seconds_per_call(pair(), l, 100) == Approx((99 * (2e-6 + 8e-9) + 10e-6 + 8e-9) / 100));
+    // Rendezvous, the port held until arrival: no overlap between calls.
+    CHECK(predict_seconds_per_call(pair(), LinkCosts{plain, plain}, 100) == Approx(10e-6 + 8e-9));
+  }
+  SECTION("each later call starts with the executor's copy into Output, after the rank's previous call") {
+    // A 2-rank all-reduce exchange: out of place, each call first copies
+    // the 400-byte contribution (100 ns at 0.25 ns a byte).
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 100, 0, 4), "t");
+    for (int r = 0; r < 2; ++r) {
+      b.need_scratch(r, 100);
+      b.send(r, 1 - r, out(0, 100));
+      const int got = b.recv(r, 1 - r, scratch(0, 100));
+      b.reduce(r, scratch(0, 100), out(0, 100), {0, got});
+    }
+    const Plan p = b.finish();
+    const double one = 100e-9 + 10e-6 + 400e-9 + 200e-9;
+    CHECK(predict_seconds_per_call(p, LinkCosts{plain, plain}, 1) == Approx(one));
+    CHECK(predict_seconds_per_call(p, LinkCosts{plain, plain}, 4) == Approx(one));
+    const Plan four = back_to_back(p, 4, 100);
+    CHECK(four.ranks[0].steps.size() == 4 * p.ranks[0].steps.size() + 3);
+    CHECK_THROWS_WITH(back_to_back(p, 0, 100), Catch::Contains("expected at least 1"));
+  }
+}
+
 TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]") {
   const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
   const CostParams remote{10e-6, 4e-9, 0.5e-9, 0.25e-9};

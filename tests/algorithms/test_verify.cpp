@@ -607,6 +607,19 @@ TEST_CASE("verifier rejects a barrier where a rank can leave early", "[verify][n
 
 // ---- cost model ----------------------------------------------------------
 
+// A 2-rank all-reduce of 100 floats as one exchange: each rank sends its
+// Output, receives the peer's into Scratch and reduces it in.
+static Plan exchange_plan() {
+  PlanBuilder b(make_args(Collective::AllReduce, 2, 100, 0, 4), "t");
+  for (int r = 0; r < 2; ++r) {
+    b.need_scratch(r, 100);
+    b.send(r, 1 - r, out(0, 100));
+    const int got = b.recv(r, 1 - r, scratch(0, 100));
+    b.reduce(r, scratch(0, 100), out(0, 100), {0, got});
+  }
+  return b.finish();
+}
+
 TEST_CASE("cost model arithmetic on tiny plans", "[cost]") {
   const CostParams c{1e-6, 1e-9, 0.5e-9, 0.25e-9};
   SECTION("one message: alpha + beta * bytes") {
@@ -624,15 +637,8 @@ TEST_CASE("cost model arithmetic on tiny plans", "[cost]") {
     CHECK(predict_seconds(b.finish(), c) == Approx(2 * (1e-6 + 400e-9)));
   }
   SECTION("full duplex: an exchange costs one message, and a reduce adds gamma") {
-    PlanBuilder b(make_args(Collective::AllReduce, 2, 100, 0, 4), "t");
-    for (int r = 0; r < 2; ++r) {
-      b.need_scratch(r, 100);
-      b.send(r, 1 - r, out(0, 100));
-      const int got = b.recv(r, 1 - r, scratch(0, 100));
-      b.reduce(r, scratch(0, 100), out(0, 100), {0, got});
-    }
     // After the executor's copy of the contribution into Output (400 bytes).
-    CHECK(predict_seconds(b.finish(), c) == Approx(100e-9 + 1e-6 + 400e-9 + 200e-9));
+    CHECK(predict_seconds(exchange_plan(), c) == Approx(100e-9 + 1e-6 + 400e-9 + 200e-9));
   }
   SECTION("a deadlocked plan never finishes") {
     PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "t");
@@ -688,16 +694,9 @@ TEST_CASE("cost model: the ends' own time, eager messages, and calls back to bac
     CHECK(predict_seconds_per_call(pair(), LinkCosts{plain, plain}, 100) == Approx(10e-6 + 8e-9));
   }
   SECTION("each later call starts with the executor's copy into Output, after the rank's previous call") {
-    // A 2-rank all-reduce exchange: out of place, each call first copies
-    // the 400-byte contribution (100 ns at 0.25 ns a byte).
-    PlanBuilder b(make_args(Collective::AllReduce, 2, 100, 0, 4), "t");
-    for (int r = 0; r < 2; ++r) {
-      b.need_scratch(r, 100);
-      b.send(r, 1 - r, out(0, 100));
-      const int got = b.recv(r, 1 - r, scratch(0, 100));
-      b.reduce(r, scratch(0, 100), out(0, 100), {0, got});
-    }
-    const Plan p = b.finish();
+    // Out of place, each call first copies the 400-byte contribution (100
+    // ns at 0.25 ns a byte).
+    const Plan p = exchange_plan();
     const double one = 100e-9 + 10e-6 + 400e-9 + 200e-9;
     CHECK(predict_seconds_per_call(p, LinkCosts{plain, plain}, 1) == Approx(one));
     CHECK(predict_seconds_per_call(p, LinkCosts{plain, plain}, 4) == Approx(one));

@@ -23,11 +23,6 @@ namespace {
 constexpr double kHotPutBytes = 1024.0 * 1024;
 // A round of signals when the ranks share CPUs (sharing_cpus).
 constexpr double kSharedCpuRound = 5e-6;
-// One TCP stream between namespaces of one machine, as its CPUs carry it:
-// loopback's rate (kTcpLoopback, ~20 Gbit/s here). Two streams at once on 2
-// CPUs get half each: 2 hosts x 1 rank unshaped, all_gather of 64 MiB
-// measured 25.8 ms, 2 x 32 MiB x 0.4 ns = 25.6 (bench/RESULTS.md section 28).
-constexpr double kMachineStreamSPerByte = kTcpLoopback.beta_s_per_byte;
 // What a message costs more per rank beyond one to a CPU, for hosts
 // emulated on one machine: fitted to 8-byte all_reduce (recursive doubling)
 // at 2 x 2, 4 x 1 and 4 x 2 ranks on 2 CPUs, 34-67 us for 2 rounds at 2
@@ -173,8 +168,8 @@ class Simulator {
       const double own = l.send_share > 0 ? std::min(l.send_share, 1.0) * (alpha - (boxed_ ? 0.0 : turn_s_)) : 0.0;
       double through = l.send_share > 0 ? start + own + per_byte : arrive;
       // Hosts emulated on one machine: the kernel copies the bytes on both
-      // ends, each a CPU of the machine for as long as loopback's rate
-      // takes; the message arrives no sooner than both are through. The
+      // ends, each a CPU of the machine for as long as a stream between
+      // namespaces takes; the message arrives no sooner than both are through. The
       // link itself is not held longer: a shaped one leaves the CPUs time
       // to spare.
       if (crosses && machines_ && machine(e.rank) == machine(rcv.rank)) {

@@ -19,7 +19,8 @@
 //
 // Hosts emulated on one machine (Topology::machine_cpus): the machine's
 // CPUs are a shared resource. A message between two of its hosts takes a
-// CPU on each end for loopback's time per byte (the kernel's copies), and
+// CPU on each end for a stream's time per byte (the kernel's copies,
+// kMachineStreamSPerByte), and
 // arrives no sooner than both are through; local work (Copy, Reduce, a
 // RecvReduce's combining) takes a CPU for its time; each goes to the CPU
 // that can finish it first, in the first gap long enough. With k ranks to
@@ -92,25 +93,37 @@ struct CostParams {
 };
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
-// TCP loopback: ~10 us small-message latency (Open MPI 8-byte allreduce on
-// 2 ranks: 11.6 us), one stream ~20 Gbit/s = 2.5 GB/s -> 0.4 ns/byte.
+// TCP loopback: Braid's 8-byte all_reduce at 2 ranks over TCP 7.0-7.5 us
+// (the message latency: one exchange), and 2 MiB in 505 us, both ways at
+// once, 4.2 GB/s each way -> 0.24 ns/byte (bench/RESULTS.md section 35;
+// until session 25 10 us and 0.4 ns/byte, Open MPI's latency and one
+// stream's rate, which priced 1 of 8 sizes within 25%; 16 MiB, out of the
+// caches, still runs at 0.59 ns/byte, which one rate cannot follow).
 // gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
-inline constexpr CostParams kTcpLoopback{10e-6, 0.4e-9, 0.105e-9, 0.091e-9, 10e-6, 0.0, 0.0, 1.0};
+inline constexpr CostParams kTcpLoopback{7e-6, 0.24e-9, 0.105e-9, 0.091e-9, 7e-6, 0.0, 0.0, 1.0};
 // What TCP between processes of one machine adds in LogP's terms, for
 // braid-sim --logp (not the runtime's choice: the closed formulas of
 // estimate.hpp, and the choices they and the simulator make, are fitted
 // without it). On loopback and between network namespaces of one machine
-// there is no wire, so the one-way o + L + o is two o's: each end is
-// through with a message after half of alpha. Measured as the time per call
-// of a loop of 8-byte broadcasts, where the root only sends: 5.1 us at 2
-// ranks on one host (`braid-bench broadcast --backend tcp`), 7.3-7.6 us
-// between 2 emulated hosts whose probe read 11.3-13.6 us one way
-// (bench/RESULTS.md section 35). Messages up to the TCP transport's eager
+// there is no wire, so the one-way o + L + o is about two o's: each end is
+// through with a message after about half of alpha; fitted, 0.6. Measured
+// as the time per call of a loop of 8-byte broadcasts, where the root only
+// sends: 5.1 us at 2 ranks on one host (`braid-bench broadcast --backend
+// tcp`; alpha 7 us: priced 4.2), 7.3-7.6 us between 2 emulated hosts whose
+// probe read 11.3-13.6 us one way (priced 6.8-8.2); 0.5 and 0.7 priced the
+// grid's rows a little worse (bench/RESULTS.md section 35). Messages up to the TCP transport's eager
 // limit, 64 KiB (BRAID_TCP_EAGER_LIMIT), leave without waiting for their
 // receive.
-inline constexpr double kTcpSendShare = 0.5;
+inline constexpr double kTcpSendShare = 0.6;
+// One TCP stream between network namespaces of one machine, as its CPUs
+// carry it (Topology::machine_cpus): ~20 Gbit/s of the kernel's copies. Two
+// streams at once on 2 CPUs get half each: 2 hosts x 1 rank unshaped,
+// all_gather of 64 MiB measured 25.8 ms, 2 x 32 MiB x 0.4 ns = 25.6
+// (bench/RESULTS.md section 28). Not kTcpLoopback's rate, which is one
+// pair's messages on loopback with every CPU free.
+inline constexpr double kMachineStreamSPerByte = 0.4e-9;
 inline constexpr double kTcpEagerBytes = 64.0 * 1024;
 // The shared-memory transport's eager limit (BRAID_SHM_EAGER_LIMIT), for
 // the same pricing of messages between host-mates across hosts.

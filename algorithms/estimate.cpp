@@ -118,7 +118,9 @@ double ring_reducescatter_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
   const int n = net.ranks();
   const double m = net.bytes(a.count), c = pieces(m, kChunk, 16);
-  return (n - 1) * (c * net.round(m / c, [&](int r) { return ring_next(r, n); }) + net.gamma(m));
+  // Each chunk is reduced as the next one arrives: a step exposes the
+  // reduction of its last chunk only.
+  return (n - 1) * (c * net.round(m / c, [&](int r) { return ring_next(r, n); }) + net.gamma(m / c));
 }
 double ring_allgather_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);

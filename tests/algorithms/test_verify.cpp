@@ -766,9 +766,10 @@ TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]")
 TEST_CASE("cost model: hosts emulated on one machine share its CPUs", "[cost]") {
   // Two ranks on two hosts swap 1 MB. Between namespaces of one machine
   // the kernel copies each message on both ends, a CPU each for as long as
-  // loopback's rate (kTcpLoopback) takes, whatever the link's own rate.
+  // a stream between namespaces takes (kMachineStreamSPerByte), whatever
+  // the link's own rate.
   const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
-  const double cpu = kTcpLoopback.beta_s_per_byte * 1e6;  // one end of one message
+  const double cpu = kMachineStreamSPerByte * 1e6;  // one end of one message
   auto swap = [](int ranks, int machine_cpus, bool one_machine) {
     PlanArgs a = make_args(Collective::Broadcast, ranks, 500000, 0, 4);  // no copy before the plan
     a.topology.host_of.clear();

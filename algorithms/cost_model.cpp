@@ -129,13 +129,9 @@ class Simulator {
         continue;
       }
       if (s.kind == StepKind::Recv || s.kind == StepKind::RecvReduce) {
-        // An eager message that arrived before this Recv was ready: done
-        // now (e.time is the later of the two), a RecvReduce's combining after.
-        const double b = bytes(s.dst.count);
-        double done = e.time;
-        if (s.kind == StepKind::RecvReduce)
-          done = machines_ ? take_cpu(machine(e.rank), e.time, c_.gamma_s_per_byte * b) : e.time + c_.gamma_s_per_byte * b;
-        complete(e.rank, e.step, done);
+        // An eager message that arrived before this Recv was ready: it has
+        // it now (e.time is the later of the two).
+        receive(e.rank, e.step, e.time, bytes(s.dst.count));
         continue;
       }
       // A message, keyed by its Send: both ends are ready at e.time (or,
@@ -169,9 +165,9 @@ class Simulator {
       double through = l.send_share > 0 ? start + own + per_byte : arrive;
       // Hosts emulated on one machine: the kernel copies the bytes on both
       // ends, each a CPU of the machine for as long as a stream between
-      // namespaces takes; the message arrives no sooner than both are through. The
-      // link itself is not held longer: a shaped one leaves the CPUs time
-      // to spare.
+      // namespaces takes; the message arrives no sooner than both are
+      // through. The link itself is not held longer: a shaped one leaves the
+      // CPUs time to spare.
       if (crosses && machines_ && machine(e.rank) == machine(rcv.rank)) {
         const double cpu = kMachineStreamSPerByte * b;
         const double sent = take_cpu(machine(e.rank), start, cpu);
@@ -188,11 +184,7 @@ class Simulator {
         arrived_at_[k] = arrive;
         continue;
       }
-      const double got = std::max(arrive, ready_at_[k]);
-      const bool reduces = step(rcv.rank, rcv.step).kind == StepKind::RecvReduce;
-      double done = got + (reduces ? c_.gamma_s_per_byte * b : 0.0);
-      if (reduces && machines_) done = take_cpu(machine(rcv.rank), got, c_.gamma_s_per_byte * b);
-      complete(rcv.rank, rcv.step, done);
+      receive(rcv.rank, rcv.step, std::max(arrive, ready_at_[k]), b);
     }
     if (finished_ != total_) return std::numeric_limits<double>::infinity();
     return latest_;
@@ -329,6 +321,16 @@ class Simulator {
       ready_at_[k] = std::max(ready_at_[k], finish);
       if (--pending_[k] == 0) on_ready(r, j);
     }
+  }
+
+  // Recv step i of rank r has its message (of b bytes) at `got`: done then,
+  // a RecvReduce once it has combined it (on a CPU of the shared machine,
+  // where there is one).
+  void receive(int r, int i, double got, double b) {
+    double done = got;
+    if (step(r, i).kind == StepKind::RecvReduce)
+      done = machines_ ? take_cpu(machine(r), got, c_.gamma_s_per_byte * b) : got + c_.gamma_s_per_byte * b;
+    complete(r, i, done);
   }
 
   // Whether a message of `n` bytes from rank `from` to rank `to` leaves

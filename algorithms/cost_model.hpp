@@ -9,22 +9,24 @@
 // rendezvous rule; a message of up to eager_bytes leaves once its Send is)
 // and both ports are free, in order of readiness. The Send finishes when
 // the message arrives (an eager one when its sender is through); a Recv
-// then, or when it is ready if later, a RecvReduce gamma*bytes after. A message between hosts also holds, for beta*bytes, the sending
-// host's link out and the receiving host's link in: the ranks of a host
-// share its network link. A rank has a pair of ports for messages across
-// hosts and another for messages within its host (two transports), so
-// that it exchanges with host-mates while a message crosses. Copy costs copy*bytes, a local Reduce gamma*bytes; in message plans
-// local work is not serialised against other local work (kept so as not to
-// move the message algorithms' choices).
+// then, or when it is ready if later, a RecvReduce gamma*bytes after. A
+// message between hosts also holds, for beta*bytes, the sending host's
+// link out and the receiving host's link in: the ranks of a host share its
+// network link. A rank has a pair of ports for messages across hosts and
+// another for messages within its host (two transports), so that it
+// exchanges with host-mates while a message crosses. Copy costs
+// copy*bytes, a local Reduce gamma*bytes; in message plans local work is
+// not serialised against other local work (kept so as not to move the
+// message algorithms' choices).
 //
 // Hosts emulated on one machine (Topology::machine_cpus): the machine's
 // CPUs are a shared resource. A message between two of its hosts takes a
 // CPU on each end for a stream's time per byte (the kernel's copies,
-// kMachineStreamSPerByte), and
-// arrives no sooner than both are through; local work (Copy, Reduce, a
-// RecvReduce's combining) takes a CPU for its time; each goes to the CPU
-// that can finish it first, in the first gap long enough. With k ranks to
-// a CPU every message costs k-1 turns of the others more (kSharedTcpTurn).
+// kMachineStreamSPerByte), and arrives no sooner than both are through;
+// local work (Copy, Reduce, a RecvReduce's combining) takes a CPU for its
+// time; each goes to the CPU that can finish it first, in the first gap
+// long enough. With k ranks to a CPU every message costs k-1 turns of the
+// others more (kSharedTcpTurn).
 //
 // Message plans that fit the fast boxes (plan.hpp) cost fastbox_alpha_s per
 // message and fastbox_beta_s_per_byte instead of alpha_s and
@@ -113,10 +115,14 @@ inline constexpr CostParams kTcpLoopback{7e-6, 0.24e-9, 0.105e-9, 0.091e-9, 7e-6
 // sends: 5.1 us at 2 ranks on one host (`braid-bench broadcast --backend
 // tcp`; alpha 7 us: priced 4.2), 7.3-7.6 us between 2 emulated hosts whose
 // probe read 11.3-13.6 us one way (priced 6.8-8.2); 0.5 and 0.7 priced the
-// grid's rows a little worse (bench/RESULTS.md section 35). Messages up to the TCP transport's eager
-// limit, 64 KiB (BRAID_TCP_EAGER_LIMIT), leave without waiting for their
-// receive.
+// grid's rows a little worse (bench/RESULTS.md section 35).
 inline constexpr double kTcpSendShare = 0.6;
+// Messages up to the TCP transport's eager limit, 64 KiB
+// (BRAID_TCP_EAGER_LIMIT), leave without waiting for their receive.
+inline constexpr double kTcpEagerBytes = 64.0 * 1024;
+// The shared-memory transport's eager limit (BRAID_SHM_EAGER_LIMIT), for
+// the same pricing of messages between host-mates across hosts.
+inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // One TCP stream between network namespaces of one machine, as its CPUs
 // carry it (Topology::machine_cpus): ~20 Gbit/s of the kernel's copies. Two
 // streams at once on 2 CPUs get half each: 2 hosts x 1 rank unshaped,
@@ -124,10 +130,6 @@ inline constexpr double kTcpSendShare = 0.6;
 // (bench/RESULTS.md section 28). Not kTcpLoopback's rate, which is one
 // pair's messages on loopback with every CPU free.
 inline constexpr double kMachineStreamSPerByte = 0.4e-9;
-inline constexpr double kTcpEagerBytes = 64.0 * 1024;
-// The shared-memory transport's eager limit (BRAID_SHM_EAGER_LIMIT), for
-// the same pricing of messages between host-mates across hosts.
-inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // RDMA (backend 'verbs', Topology::rdma): a message ~2 us, 0.1 ns/byte (a
 // 100 Gbit/s class link); a Signal is one small WRITE, ~1.5 us to the
 // waiter's poll; a Get is a READ round trip, ~3 us plus the bytes. These are

@@ -76,7 +76,8 @@ struct Counters {
 
 // The producer's copy into a slot with streaming stores: the lines go to DRAM
 // instead of staying in its cache, so the consumer reads them from memory
-// rather than from the other CPU's cache.
+// rather than from the other CPU's cache. (The library's is
+// reduction::copy_streaming; the probes are built bare, without libbraid.)
 __attribute__((target("avx2"))) void stream_copy(char* dst, const char* src, std::size_t n) {
   for (std::size_t o = 0; o < n; o += 128) {
     const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + o));
@@ -140,13 +141,15 @@ int relay(std::size_t chunk, int slots, bool streaming) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "cma") return cma((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 65536) << 10, argc > 3 && argv[3][0] == '1');
-  if (mode == "relay" && argc > 4 && argv[4][0] == '1' && !__builtin_cpu_supports("avx2")) {
-    std::fprintf(stderr, "copy-paths: streaming stores need AVX2, which this CPU lacks\n");
-    return 2;
-  }
-  if (mode == "relay")
+  if (mode == "relay") {
+    const bool streaming = argc > 4 && argv[4][0] == '1';
+    if (streaming && !__builtin_cpu_supports("avx2")) {
+      std::fprintf(stderr, "copy-paths: streaming stores need AVX2, which this CPU lacks\n");
+      return 2;
+    }
     return relay((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256) << 10, argc > 3 ? std::atoi(argv[3]) : 4,
-                 argc > 4 && argv[4][0] == '1');
+                 streaming);
+  }
   std::fprintf(stderr, "usage: copy-paths cma [CHUNK_KIB] [THP 0|1] | relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1]\n");
   return 2;
 }

@@ -188,6 +188,7 @@ void check_group_options(const std::string& backend, Millis timeout) {
   transports::check_backend(backend);
   algo_overrides();  // a bad BRAID_ALGO fails here, before any store exists
   link_settings();   // and a bad BRAID_LINK_*
+  handoff_setting();  // and a bad BRAID_HANDOFF
   if (timeout.count() <= 0)
     fail(ErrorCode::InvalidArgument, "timeout must be positive, got {} ms", timeout.count());
 }

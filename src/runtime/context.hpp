@@ -15,6 +15,7 @@
 #include "braid/tensor.hpp"
 #include "src/runtime/async_runner.hpp"
 #include "src/runtime/engine.hpp"
+#include "src/runtime/handoff.hpp"
 #include "src/store/store.hpp"
 
 namespace braid {
@@ -70,6 +71,9 @@ struct GroupImpl {
   std::mutex window_mu;
   std::atomic<bool> window_ready{false};
   bool window_broken = false;  // a one-sided call failed part-way (one_sided.cpp)
+  // How the group's one-sided calls hand staged chunks between CPUs, chosen
+  // from their times (handoff.hpp); used in the group's turn only.
+  HandoffChooser handoff;
   // Collectives directly on device memory (CUDA IPC): the device this rank
   // uses with the group (-1 before the first such call) and which members
   // share a GPU (device_topology.hpp). Under device_mu, a mutex of its own:

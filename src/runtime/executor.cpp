@@ -131,6 +131,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
         }
     c->output_write_only = !c->peers_use_output;
     for (const auto& s : steps) {
+      if (s.kind == plan::StepKind::Copy && s.dst.buf == plan::Buf::Scratch) c->scratch_copy_count += s.src.count;
       const bool reads_dst = s.kind == plan::StepKind::Reduce || s.kind == plan::StepKind::RecvReduce;
       const bool reads_src = s.kind == plan::StepKind::Copy || s.kind == plan::StepKind::Reduce ||
                              s.kind == plan::StepKind::Put || s.kind == plan::StepKind::Send;

@@ -41,6 +41,10 @@ struct CompiledPlan {
   // its own steps and not its peers; each write of it is final, so a large
   // one may bypass the cache (one_sided.cpp, streaming).
   bool output_write_only = false;
+  // One-sided plans: elements this rank copies into its own Scratch (Copy
+  // steps), for a peer to take: the hand-offs whose stores may go through
+  // the cache or through memory (handoff.hpp).
+  std::int64_t scratch_copy_count = 0;
   // All-gather: this rank's steps touch its Output only within one rank's
   // block at a time, and no peer reaches it, so the blocks may be separate
   // tensors (ExecBuffers::output_blocks: the list form, without staging).

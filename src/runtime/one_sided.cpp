@@ -42,6 +42,7 @@
 #include "src/runtime/engine.hpp"
 #include "src/runtime/executor.hpp"
 #include "src/runtime/gave_up.hpp"
+#include "src/runtime/handoff.hpp"
 #include "src/runtime/positions.hpp"
 #include "src/reduce/cpu_reduce.hpp"
 #include "transports/one_sided.hpp"
@@ -169,6 +170,13 @@ struct OneSidedRunner {
   // (in place): the plan has read those very lines, so they are in cache
   // already and an ordinary store costs no read.
   const bool stream;
+  // Copies into Scratch, which peers on other CPUs take, written through
+  // memory rather than left in cache (handoff.hpp): the group's chooser
+  // picks per call and times the call (timed), or BRAID_HANDOFF fixes it.
+  const std::size_t staged_bytes;
+  HandoffChooser::Pick handoff;
+  bool timed = false;
+  Clock::time_point began;
   const char* input_begin = nullptr;
   const char* input_end = nullptr;
   PositionPublisher position{call};  // hang diagnosis (positions.hpp)
@@ -188,7 +196,17 @@ struct OneSidedRunner {
         parity(static_cast<int>(c.ticket & 1)), sched(state.sched), pending(state.pending),
         owed(state.owed), ts(state), straight(c.plan->fastbox && !c.plan->order.empty()),
         stream(c.device < 0 && !c.plan->fastbox && c.plan->output_write_only &&
-               static_cast<std::size_t>(plan::output_count(c.plan->plan->args, c.plan->rank)) * elem >= kStreamBytes) {
+               static_cast<std::size_t>(plan::output_count(c.plan->plan->args, c.plan->rank)) * elem >= kStreamBytes),
+        staged_bytes(static_cast<std::size_t>(c.plan->scratch_copy_count) * elem) {
+    if (c.device < 0 && !c.plan->fastbox && staged_bytes >= HandoffChooser::kMinBytes) {
+      if (const auto fixed = handoff_setting()) {
+        handoff.mode = *fixed;
+      } else {
+        handoff = c.group->handoff.pick();
+        timed = true;
+        began = Clock::now();
+      }
+    }
     if (stream && c.buffers.input) {
       input_begin = static_cast<const char*>(c.buffers.input);
       input_end = input_begin + static_cast<std::size_t>(plan::input_count(*c.plan->plan, c.plan->rank)) * elem;
@@ -512,6 +530,8 @@ struct OneSidedRunner {
     char* d = ptr(dst);
     if (stream && dst.buf == plan::Buf::Output && (d + bytes <= input_begin || d >= input_end))
       reduction::copy_streaming(d, src, bytes);
+    else if (handoff.mode == Handoff::Stream && dst.buf == plan::Buf::Scratch && (d + bytes <= src || src + bytes <= d))
+      reduction::copy_streaming(d, src, bytes);
     else
       std::memmove(d, src, bytes);
   }
@@ -710,6 +730,7 @@ struct OneSidedRunner {
     if (!call.plan->fastbox)
       for (std::size_t q = 0; q < consumed.size(); ++q) consumed[q] += call.plan->waits_on[q];
     w.ledger().completed(call.ticket + 1);
+    if (timed) call.group->handoff.record(handoff, std::chrono::duration<double>(Clock::now() - began).count(), staged_bytes);
     // One fence for this call's box flags and its completion, then wake
     // whichever peer sleeps: one waiting for our messages, or a writer
     // waiting for us to free its boxes (a broadcast root runs ahead).

@@ -195,6 +195,16 @@ TEST_CASE("BRAID_ALGO: unknown names fail init; ranks that disagree are caught a
   REQUIRE(all_ok(res2));
 }
 
+TEST_CASE("BRAID_HANDOFF: a value other than auto, cache or stream fails init", "[collectives][errors]") {
+  auto res = run_ranks(2, [](int, int) {
+    ::setenv("BRAID_HANDOFF", "dram", 1);
+    auto e = expect_error([&] { init_env(); }, ErrorCode::InvalidArgument, "BRAID_HANDOFF='dram'");
+    RANK_CHECK(std::string(e.what()).find("auto, cache or stream") != std::string::npos);
+  });
+  INFO(describe(res));
+  REQUIRE(all_ok(res));
+}
+
 // Same bytes, another dtype: without the dtype on the wire (messages) and in
 // the call's shape (one-sided plans, fast boxes) the bytes would simply be
 // reinterpreted. Every algorithm and size class: each rank's error names

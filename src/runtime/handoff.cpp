@@ -10,7 +10,10 @@
 
 namespace braid {
 
-const char* handoff_name(Handoff h) { return h == Handoff::Stream ? "stream" : "cache"; }
+namespace {
+// For the log: where a mode's chunks go.
+const char* through(Handoff h) { return h == Handoff::Stream ? "memory" : "the cache"; }
+}  // namespace
 
 std::optional<Handoff> parse_handoff(const char* value) {
   if (!value || !*value || std::strcmp(value, "auto") == 0) return std::nullopt;
@@ -37,15 +40,12 @@ void HandoffChooser::record(Pick p, double seconds, std::size_t bytes) {
   const double per_byte = seconds / static_cast<double>(bytes);
   if (p.trial) {
     const double before = recent_median();
-    if (per_byte < kSwitchBelow * before) {
-      BRAID_INFO("staged hand-offs through {} from now: a trial took {:.3f} ns a byte, against {:.3f} through {}",
-                 p.mode == Handoff::Stream ? "memory" : "the cache", per_byte * 1e9, before * 1e9,
-                 mode_ == Handoff::Stream ? "memory" : "the cache");
-      mode_ = p.mode;
-      recent_count_ = 0;  // the old mode's times say nothing of the new one
-    } else {
-      return;  // a trial that lost leaves the current mode's record alone
-    }
+    // A trial that lost leaves the current mode's record alone.
+    if (!(per_byte < kSwitchBelow * before)) return;
+    BRAID_INFO("staged hand-offs through {} from now: a trial took {:.3f} ns a byte, against {:.3f} through {}",
+               through(p.mode), per_byte * 1e9, before * 1e9, through(mode_));
+    mode_ = p.mode;
+    recent_count_ = 0;  // the old mode's times say nothing of the new one
   }
   const double old = recent_count_ >= kRecent ? recent_median() : 0.0;
   recent_[recent_count_ % kRecent] = per_byte;

@@ -40,7 +40,6 @@
 namespace braid {
 
 enum class Handoff : std::uint8_t { Cache = 0, Stream = 1 };
-const char* handoff_name(Handoff h);
 
 // A value of BRAID_HANDOFF: the mode it fixes, or nullopt for "auto" (and
 // for null or empty). Anything else is a braid::Error naming the variable,

@@ -69,6 +69,7 @@ Plan tree_broadcast(const PlanArgs& args) {
     const auto kids = t.children(v);
     for (auto it = kids.rbegin(); it != kids.rend(); ++it) send_if(b, r, t.rank(*it), all, {got});
   }
+  b.root_reads_input();
   return b.finish();
 }
 

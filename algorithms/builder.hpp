@@ -123,6 +123,24 @@ class PlanBuilder {
   // Marks the plan as one whose AllReduce/Reduce input is read from Input
   // (plan.hpp, Plan::reads_input).
   void reads_input() { plan_.reads_input = true; }
+  // A Broadcast message plan, once every step is emitted: the root's data is
+  // read from its Input (reads_input), and its Output is filled by a copy
+  // that is the root's last step and nothing waits for. Out of place, the
+  // runtime would otherwise copy Input into Output before the first send;
+  // this way the sends go first and the copy runs while they drain (the
+  // executor makes progress between pieces of a large copy). In place the
+  // copy is the identity, which the runtime skips. The root's steps only
+  // read its Output (it holds the data from the start), so reading Input
+  // instead is the same bytes.
+  void root_reads_input() {
+    plan_.reads_input = true;
+    const int root = plan_.args.root;
+    const std::int64_t c = plan_.args.count;
+    if (!keeps(root) || c == 0) return;
+    for (Step& s : plan_.ranks[static_cast<std::size_t>(root)].steps)
+      if ((s.kind == StepKind::Send || s.kind == StepKind::Copy) && s.src.buf == Buf::Output) s.src.buf = Buf::Input;
+    copy(root, in(0, c), out(0, c));
+  }
   void need_scratch(int r, std::int64_t count) {
     if (!keeps(r)) return;
     auto& s = plan_.ranks[static_cast<std::size_t>(r)].scratch_count;

@@ -152,6 +152,7 @@ Plan double_binary_tree_broadcast(const PlanArgs& args) {
   const DoubleTree d = make_trees(args, args.root);
   for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { down(b, d, h, r, s, -1); });
+  b.root_reads_input();
   return b.finish();
 }
 

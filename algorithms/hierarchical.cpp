@@ -365,6 +365,7 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
       }
     }
   });
+  b.root_reads_input();
   return b.finish();
 }
 
@@ -443,6 +444,7 @@ Plan hierarchical_tree_broadcast(const PlanArgs& args) {
         b.recv(r, holder(v, j), piece);
       }
   });
+  b.root_reads_input();
   return b.finish();
 }
 

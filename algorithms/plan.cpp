@@ -141,6 +141,7 @@ std::int64_t input_count(const PlanArgs& a, int rank) {
 
 std::int64_t input_count(const Plan& p, int rank) {
   if (p.reads_input && (p.coll == Collective::AllReduce || p.coll == Collective::Reduce)) return p.args.count;
+  if (p.reads_input && p.coll == Collective::Broadcast) return rank == p.args.root ? p.args.count : 0;
   return input_count(p.args, rank);
 }
 

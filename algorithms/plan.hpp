@@ -198,6 +198,8 @@ struct Plan {
   // and Output starts unwritten, sparing the copy of a large input; for an
   // in-place call Input and Output are the same memory, so the plan must be
   // correct both ways (the verifier checks both).
+  // Broadcast: true: the root's data is in its Input[count] (read-only)
+  // and its Output starts unwritten (PlanBuilder::root_reads_input).
   // AllGather: true: the rank's own block of Output starts unwritten too,
   // and the plan fills it. In place Input is that block, so the verifier
   // requires every write into it to be the rank's own Copy from Input at

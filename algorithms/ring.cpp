@@ -195,6 +195,7 @@ Plan ring_broadcast(const PlanArgs& args) {
       if (v < n - 1) send_piece(b, r, next, out(ch.offset, ch.count), {got});
     }
   }
+  b.root_reads_input();
   return b.finish();
 }
 

@@ -256,12 +256,12 @@ class Verifier {
       }
     }
     if (p_.reads_input && a_.coll != Collective::AllReduce && a_.coll != Collective::Reduce &&
-        a_.coll != Collective::AllGather)
-      reject("reads_input is set, but only allreduce, reduce and allgather plans may read their contribution "
-             "from Input");
+        a_.coll != Collective::AllGather && a_.coll != Collective::Broadcast)
+      reject("reads_input is set, but only allreduce, reduce, allgather and broadcast plans may read their "
+             "contribution from Input");
     for (int r = 0; r < n_; ++r) {
       // reads_input: Input[count] holds the contribution (plan.hpp).
-      in_size_.push_back(p_.reads_input ? a_.count : input_count(a_, r));
+      in_size_.push_back(input_count(p_, r));
       out_size_.push_back(output_count(a_, r));
       if (p_.ranks[static_cast<std::size_t>(r)].scratch_count < 0)
         reject("rank {} has negative scratch_count {}", r, p_.ranks[static_cast<std::size_t>(r)].scratch_count);
@@ -555,8 +555,14 @@ class Verifier {
         case StepKind::Recv:
         case StepKind::RecvReduce: add(s.dst, true); break;
         case StepKind::Copy:
+          // A copy onto itself (the in-place pass of a reads_input plan)
+          // touches nothing: every runtime skips it.
+          if (same_memory(s.src, s.dst)) break;
+          add(s.src, false);
+          add(s.dst, true);
+          break;
         case StepKind::Reduce:
-          if (!same_memory(s.src, s.dst)) add(s.src, false);  // an in-place no-op copy only "writes"
+          if (!same_memory(s.src, s.dst)) add(s.src, false);  // an in-place reduce of x with x only "writes"
           add(s.dst, true);
           break;
         case StepKind::Get: add(s.dst, true); break;  // its source is the peer's memory
@@ -912,7 +918,8 @@ class Verifier {
       SymBuffer& out = buffer(r, Buf::Output);
       switch (a_.coll) {
         case Collective::Broadcast:
-          if (r == a_.root) out.fill(0, c, bit(r), 0);
+          // reads_input: the root's data is in Input (which is Output in place).
+          if (r == a_.root) (p_.reads_input ? in : out).fill(0, c, bit(r), 0);
           break;
         case Collective::AllReduce:
         case Collective::Reduce:

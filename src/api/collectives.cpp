@@ -42,9 +42,14 @@ Work broadcast(const Tensor& input_arg, const Tensor& output_arg, int src, const
   c.dtype = output.dtype;
   c.count = output.count;
   c.buffers.output = output.data;
-  if (is_root && input.data != output.data)
-    c.before = direct ? device_copy(c, output.data, input.data, output.nbytes())
-                      : [=] { copy_bytes(output.data, input.data, output.nbytes()); };
+  // The root's data: a plan that reads it from Input (the message plans,
+  // PlanBuilder::root_reads_input) copies it into Output itself, after its
+  // sends; for the others it is copied there first.
+  if (is_root) c.contribution = input.data;
+  if (is_root && input.data != output.data) {
+    if (direct) c.before = device_copy(c, output.data, input.data, output.nbytes());
+    else c.init_output = {output.data, input.data, output.nbytes()};
+  }
   return run(std::move(c), o);
 }
 

@@ -45,8 +45,9 @@ struct Call {
   void* stream = nullptr;  // OpOptions::stream
   std::vector<Bytes> keep;              // staging buffers the call owns
   std::function<void()> before, after;  // layout in, results out
-  // AllReduce/Reduce: the caller's input, and the copy of it into Output the
-  // buffer contract wants (AllGather: into its own block); a plan that
+  // AllReduce/Reduce (Broadcast: the root's): the caller's input, and the
+  // copy of it into Output the buffer contract wants (AllGather: into its
+  // own block); a plan that
   // reads Input (Plan::reads_input) gets the input instead and the copy is
   // skipped. A plain record, not a closure: the small-message path
   // allocates nothing for it.

@@ -379,7 +379,7 @@ TEST_CASE("one-sided: structural mistakes", "[one_sided][negative]") {
     CHECK_THAT(rejection(b.finish()), Catch::Contains("reads rank 1's in[0..4) with no signal from rank 1 before it"));
   }
   SECTION("reads_input on a collective without it") {
-    PlanBuilder b(host_args(Collective::Broadcast, 2, 4), "broken");
+    PlanBuilder b(host_args(Collective::ReduceScatter, 2, 4), "broken");
     b.reads_input();
     CHECK_THAT(rejection(b.finish()), Catch::Contains("reads_input"));
   }

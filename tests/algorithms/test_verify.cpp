@@ -485,6 +485,39 @@ TEST_CASE("verifier rejects forwarding data before it has arrived", "[verify][ne
   CHECK_THAT(e, Catch::Contains("out[1..3)"));
 }
 
+TEST_CASE("a broadcast whose root reads Input verifies both ways, and only if it fills Output", "[verify]") {
+  // root_reads_input: the root sends from Input and copies it into Output
+  // last. Out of place the copy is what fills the root's Output; in place it
+  // is the identity, which no runtime performs, so it races with nothing.
+  PlanBuilder good(make_args(Collective::Broadcast, 3, 4), "t");
+  good.send(0, 1, out(0, 4));
+  good.send(0, 2, out(0, 4));
+  good.recv(1, 0, out(0, 4));
+  good.recv(2, 0, out(0, 4));
+  good.root_reads_input();
+  const Plan p = good.finish();
+  REQUIRE(p.reads_input);
+  CHECK(p.ranks[0].steps[0].src.buf == Buf::Input);
+  CHECK(p.ranks[0].steps.back().kind == StepKind::Copy);
+  CHECK(verify(p).ok);
+
+  SECTION("the root sends from Output, unwritten out of place") {
+    PlanBuilder b(make_args(Collective::Broadcast, 2, 4), "broken");
+    b.reads_input();
+    b.send(0, 1, out(0, 4));
+    b.recv(1, 0, out(0, 4));
+    b.copy(0, in(0, 4), out(0, 4));  // may overwrite out while it is being sent
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("race on rank 0"));
+  }
+  SECTION("the root's Output is never filled") {
+    PlanBuilder b(make_args(Collective::Broadcast, 2, 4), "broken");
+    b.reads_input();
+    b.send(0, 1, in(0, 4));
+    b.recv(1, 0, out(0, 4));
+    CHECK_THAT(rejection(b.finish()), Catch::Contains("rank 0 out[0..4) holds nothing"));
+  }
+}
+
 TEST_CASE("verifier rejects reading scratch nobody wrote", "[verify][negative]") {
   PlanBuilder b(make_args(Collective::Broadcast, 2, 4), "broken");
   b.need_scratch(0, 4);

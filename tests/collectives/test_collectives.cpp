@@ -129,14 +129,23 @@ void case_reduce(Ctx& c, const std::string& algo, DType dt, ReduceOp op, std::in
   RANK_CHECK_MSG(in.bytes == keep.bytes, what << ": the input was modified");
 }
 
-void case_broadcast(Ctx& c, const std::string& algo, DType dt, std::int64_t count, int root, bool async) {
-  const auto what = label(c, "broadcast", algo, dt, ReduceOp::Sum, count, root);
-  Buf b(dt, count);
+// Out of place, the root's input stays as it was and its output gets the
+// data (the message plans copy it there after their sends, in pieces when
+// it is large: PlanBuilder::root_reads_input).
+void case_broadcast(Ctx& c, const std::string& algo, DType dt, std::int64_t count, int root, bool async,
+                    bool inplace = true) {
+  const auto what = label(c, "broadcast", algo, dt, ReduceOp::Sum, count, root) + (inplace ? "" : " out of place");
+  Buf b(dt, count), in(dt, count);
+  Buf& src = inplace ? b : in;
   if (c.global == root)
-    for (std::int64_t i = 0; i < count; ++i) b.set(i, input_value(root, i, ReduceOp::Sum, c.salt));
-  auto w = braid::broadcast(b.t(), root, c.opts(algo, async));
+    for (std::int64_t i = 0; i < count; ++i) src.set(i, input_value(root, i, ReduceOp::Sum, c.salt));
+  const Buf keep = src;
+  auto w = inplace ? braid::broadcast(b.t(), root, c.opts(algo, async))
+                   : braid::broadcast(in.t(), b.t(), root, c.opts(algo, async));
   wait(w);
   for (std::int64_t i = 0; i < count; ++i) expect_eq(dt, b.at(i), input_value(root, i, ReduceOp::Sum, c.salt), ReduceOp::Sum, what, i);
+  RANK_CHECK_MSG(b.bytes.back() == 0xA5, what << ": wrote past the end");
+  if (!inplace) RANK_CHECK_MSG(in.bytes == keep.bytes, what << ": the input was modified");
   c.mix(b, count);
 }
 
@@ -284,9 +293,17 @@ void run_matrix(Ctx& c, bool big) {
       for (int root : roots) {
         ++c.salt;
         const DType dt = kDTypes[static_cast<std::size_t>(k++) % 8];
-        case_broadcast(c, algo, dt, count, root, (k % 3) == 0);
+        case_broadcast(c, algo, dt, count, root, (k % 3) == 0, (k % 2) == 0);
         ++c.cases;
       }
+  // Out of place, large enough that the root's copy goes in pieces between
+  // progress passes (2.4 MB of float64).
+  if (big)
+    for (const auto& algo : algos_for(plan::Collective::Broadcast)) {
+      ++c.salt;
+      case_broadcast(c, algo, DType::Float64, 300001, roots.back(), (k++ % 2) == 0, false);
+      ++c.cases;
+    }
   for (const auto& algo : algos_for(plan::Collective::AllGather))
     for (auto count : counts) {
       ++c.salt;

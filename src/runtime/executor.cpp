@@ -310,7 +310,15 @@ struct Runner {
     }
     for (std::size_t off = 0; off < n; off += kCopyPiece) {
       std::memcpy(dst + off, src + off, std::min(kCopyPiece, n - off));
-      e.test(*inflight_reqs.front());
+      // A pass needs a request still in flight (test() of a done one
+      // returns at once); with none left the rest is copied without.
+      Request* pending = nullptr;
+      for (Request* r : inflight_reqs)
+        if (!r->done.load(std::memory_order_acquire)) {
+          pending = r;
+          break;
+        }
+      if (pending) e.test(*pending);
     }
   }
 

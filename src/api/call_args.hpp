@@ -33,6 +33,20 @@ inline bool overlaps(const Tensor& a, const Tensor& b) {
   return a.nbytes() > 0 && b.nbytes() > 0 && x < y + b.nbytes() && y < x + a.nbytes();
 }
 
+// In place is one tensor passed as both input and output. Any other
+// overlap is refused: the plans read the input while they write the output
+// (a broadcast root sends from its input and fills its output last; the
+// reads_input all-reduce plans read every rank's input as peers write), so
+// the result would depend on the timing. Checked on every rank, so that all
+// of them fail before any message is sent.
+inline void same_or_apart(const Tensor& input, const Tensor& output, const char* op) {
+  if (input.data != output.data && overlaps(input, output))
+    fail(ErrorCode::InvalidArgument,
+         "{}: the input overlaps the output without being it (it starts at byte offset {} of the output): in place, "
+         "pass one tensor as both; out of place, they must not share memory",
+         op, static_cast<const char*>(input.data) - static_cast<const char*>(output.data));
+}
+
 inline int root_of(const Call& c, int global_root, const char* name) {
   check_member(*c.group, global_root, name, c.what);
   return c.group->group_of_global[static_cast<std::size_t>(global_root)];

@@ -23,6 +23,7 @@ Work broadcast(const Tensor& t, int src, const OpOptions& o) { return broadcast(
 
 Work broadcast(const Tensor& input_arg, const Tensor& output_arg, int src, const OpOptions& o) {
   Call c = make(Collective::Broadcast, "broadcast", o);
+  same_or_apart(input_arg, output_arg, c.what);
   const bool root = root_of(c, src, "src") == c.group->my_rank;
   const bool direct = root ? direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}})
                            : direct_device(c, o, {{&output_arg, "output"}});
@@ -57,6 +58,7 @@ Work all_reduce(const Tensor& t, ReduceOp op, const OpOptions& o) { return all_r
 
 Work all_reduce(const Tensor& input_arg, const Tensor& output_arg, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::AllReduce, "all_reduce", o);
+  same_or_apart(input_arg, output_arg, c.what);
   const bool direct = direct_device(c, o, {{&input_arg, "input"}, {&output_arg, "output"}});
   const Tensor input = direct ? input_arg : stage(c, input_arg, StageDir::In, "input");
   const Tensor output = direct ? output_arg : stage(c, output_arg, StageDir::Out, "output");
@@ -80,6 +82,7 @@ Work reduce(const Tensor& t, int dst, ReduceOp op, const OpOptions& o) { return 
 
 Work reduce(const Tensor& input_arg, const Tensor& output_arg, int dst, ReduceOp op, const OpOptions& o) {
   Call c = make(Collective::Reduce, "reduce", o);
+  same_or_apart(input_arg, output_arg, c.what);
   const Tensor input = stage(c, input_arg, StageDir::In, "input");
   const Tensor output = root_of(c, dst, "dst") == c.group->my_rank
                             ? stage(c, output_arg, StageDir::Out, "output")

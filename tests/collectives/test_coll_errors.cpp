@@ -70,6 +70,14 @@ TEST_CASE("bad collective arguments fail on every rank with a clear message", "[
     const std::size_t off = rank == 0 ? 1 : static_cast<std::size_t>(rank) * 6 - 1;
     expect_error([&] { braid::all_gather_into_tensor(braid::tensor(big), braid::tensor(big.data() + off, 6)); },
                  ErrorCode::InvalidArgument, "the input overlaps the output but is not this rank's block of it");
+    // Input and output that overlap without being one tensor.
+    std::vector<float> wide(8, 1.0f);
+    expect_error([&] { braid::broadcast(braid::tensor(wide.data() + 1, 6), braid::tensor(wide.data(), 6), 0); },
+                 ErrorCode::InvalidArgument, "the input overlaps the output without being it (it starts at byte offset 4");
+    expect_error([&] { braid::all_reduce(braid::tensor(wide.data(), 6), braid::tensor(wide.data() + 2, 6)); },
+                 ErrorCode::InvalidArgument, "the input overlaps the output without being it");
+    expect_error([&] { braid::reduce(braid::tensor(wide.data() + 2, 6), braid::tensor(wide.data(), 6), 1); },
+                 ErrorCode::InvalidArgument, "the input overlaps the output without being it");
     expect_error([&] { braid::reduce_scatter_tensor(t, braid::tensor(b)); }, ErrorCode::InvalidArgument,
                  "input has 6 elements: expected 18");
     expect_error([&] { braid::all_reduce(t, ReduceOp::BAnd); }, ErrorCode::InvalidArgument, "bitwise");

@@ -120,8 +120,8 @@ class PlanBuilder {
     if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Put, peer, 0, src, peer_dst, std::move(deps)));
   }
-  // Marks the plan as one whose AllReduce/Reduce input is read from Input
-  // (plan.hpp, Plan::reads_input).
+  // Marks the plan as one whose AllReduce/Reduce/AllGather contribution (a
+  // Broadcast root's data) is read from Input (plan.hpp, Plan::reads_input).
   void reads_input() { plan_.reads_input = true; }
   // A Broadcast message plan, once every step is emitted: the root's data is
   // read from its Input (reads_input), and its Output is filled by a copy

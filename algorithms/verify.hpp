@@ -45,7 +45,8 @@
 //     peer's current values and a Put sets them (2' makes these the only
 //     possible ones), a GetReduce combines like RecvReduce; a Wait whose
 //     Signal can never be issued is a deadlock.
-// A reads_input plan (AllReduce/Reduce reading Input[count]) is verified
+// A reads_input plan (AllReduce/Reduce reading Input[count], a Broadcast
+// root reading it) is verified
 // twice: with Input and Output distinct, then in place, with every Input
 // span being the Output span at the same offset (writes to Output, a peer's
 // Put included, change what Input reads return; 2' treats them as one

@@ -46,11 +46,11 @@
 //     possible ones), a GetReduce combines like RecvReduce; a Wait whose
 //     Signal can never be issued is a deadlock.
 // A reads_input plan (AllReduce/Reduce reading Input[count], a Broadcast
-// root reading it) is verified
-// twice: with Input and Output distinct, then in place, with every Input
-// span being the Output span at the same offset (writes to Output, a peer's
-// Put included, change what Input reads return; 2' treats them as one
-// buffer); both must pass, and a failure of the second says "in place".
+// root reading it) is verified twice: with Input and Output distinct, then
+// in place, with every Input span being the Output span at the same offset
+// (writes to Output, a peer's Put included, change what Input reads
+// return; 2' treats them as one buffer); both must pass, and a failure of
+// the second says "in place".
 //
 // Cost is independent of `count`: buffers are kept as runs of consecutive
 // values, so a 1M-element plan verifies as fast as a 1K one with the same

@@ -47,9 +47,8 @@ struct Call {
   std::function<void()> before, after;  // layout in, results out
   // AllReduce/Reduce (Broadcast: the root's): the caller's input, and the
   // copy of it into Output the buffer contract wants (AllGather: into its
-  // own block); a plan that
-  // reads Input (Plan::reads_input) gets the input instead and the copy is
-  // skipped. A plain record, not a closure: the small-message path
+  // own block); a plan that reads Input (Plan::reads_input) gets the input
+  // instead and the copy is skipped. A plain record, not a closure: the small-message path
   // allocates nothing for it.
   const void* contribution = nullptr;
   struct CopyIn {

@@ -296,16 +296,13 @@ struct Runner {
   // own block. Copied whole, the sockets would sit idle behind it once their
   // buffers drained (and a rendezvous's CTS would wait); so it goes in
   // pieces, with a progress pass between them. The identity (an in-place
-  // call's copy of Input onto itself) is skipped.
+  // call's copy of Input onto itself) is skipped; overlapping ranges go
+  // whole (pieces would need the right order).
   void copy(char* dst, const char* src, std::size_t n) {
     if (n == 0 || dst == src) return;
-    if (inflight_reqs.empty() || n < 2 * kCopyPiece) {
-      std::memmove(dst, src, n);
-      return;
-    }
     const bool overlap = dst < src + n && src < dst + n;
-    if (overlap) {
-      std::memmove(dst, src, n);  // not in a plan today; pieces would need the right order
+    if (inflight_reqs.empty() || n < 2 * kCopyPiece || overlap) {
+      std::memmove(dst, src, n);
       return;
     }
     for (std::size_t off = 0; off < n; off += kCopyPiece) {

@@ -48,7 +48,7 @@ write("file_store", "raw", b"\x01" + raw)
 
 # TCP frames (fuzz_tcp_frames.cpp): 48-byte headers, job 0x1234, world 3
 MAGIC, VERSION = 0x44524231, 1
-HELLO, EAGER, RTS, CTS, DATA, BYE, AUTH, PROOF = range(1, 9)
+HELLO, EAGER, RTS, CTS, DATA, BYE, AUTH, PROOF, SWITCH, FOLLOWS = range(1, 11)
 def frame(t, ctx=0, tag=0, nbytes=0, id_=0, id2=0, reserved=0):
     return struct.pack("<IHBBIIqQQQ", MAGIC, VERSION, t, reserved, ctx, 0, tag, nbytes, id_, id2)
 hello = frame(HELLO, tag=0x1234, id_=1, id2=3)
@@ -56,6 +56,11 @@ write("tcp_frames", "eager", b"\x00" + hello + frame(EAGER, ctx=1, tag=7, nbytes
 write("tcp_frames", "rts-data", b"\x00" + hello + frame(RTS, tag=3, nbytes=100000, id_=9) + frame(DATA, nbytes=16, id2=5) + bytes(16))
 write("tcp_frames", "auth-hello", b"\x02" + frame(HELLO, tag=0x1234, nbytes=32, id_=2, id2=3) + bytes(range(32)) + frame(PROOF, nbytes=32) + bytes(32))
 write("tcp_frames", "dialed-cts", b"\x01" + frame(CTS, id_=1, id2=0) + frame(BYE))
+# One socket per pair: a sharing dialer's FOLLOWS before its SWITCH (the
+# socket waits), and a SWITCH twice (a peer out of its protocol).
+write("tcp_frames", "shared-follows", b"\x00" + frame(HELLO, tag=0x1234, id_=1, id2=3, reserved=1) + frame(FOLLOWS)
+      + frame(EAGER, ctx=1, tag=7, nbytes=4) + b"\x01\x02\x03\x04" + frame(SWITCH, id_=1) + frame(BYE, id2=1))
+write("tcp_frames", "dialed-switch", b"\x01" + frame(SWITCH, id_=1) + frame(FOLLOWS) + frame(SWITCH, id_=1))
 write("tcp_frames", "dialed-auth", b"\x03" + frame(AUTH, nbytes=64) + bytes(64) + frame(CTS, id_=1, id2=2))
 
 # shm ring (fuzz_shm_ring.cpp): tail, head, then the ring's lines

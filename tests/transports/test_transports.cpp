@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -151,27 +152,30 @@ void prepare(Request& r, int peer, std::int64_t tag, void* buf, std::size_t byte
   r.bytes = bytes;
 }
 
-// One message of `bytes` from rank 0 to rank 1; the receive is posted before
+// One message of `bytes` from `from` to `to`; the receive is posted before
 // the message arrives, or after it (then it waits as unexpected).
-void one_message(Pair& p, std::size_t bytes, bool receive_first, unsigned seed) {
+void one_message(FakeHost& from, FakeHost& to, std::size_t bytes, bool receive_first, unsigned seed) {
   auto data = pattern(bytes, seed);
   std::vector<std::uint8_t> got(bytes + 16, 0xee);
   Request s, r;
-  prepare(s, 1, 40 + seed, data.data(), bytes);
-  prepare(r, 0, 40 + seed, got.data(), got.size());
-  if (receive_first) p.b.post_recv(r);
-  p.a.post_send(s);
+  prepare(s, to.rank_, 40 + seed, data.data(), bytes);
+  prepare(r, from.rank_, 40 + seed, got.data(), got.size());
+  if (receive_first) to.post_recv(r);
+  from.post_send(s);
   if (!receive_first) {
-    run_until({&p.a, &p.b}, [&] { return p.b.unexpected() == 1; });
-    p.b.post_recv(r);
+    run_until({&from, &to}, [&] { return to.unexpected() == 1; });
+    to.post_recv(r);
   }
-  run_until({&p.a, &p.b}, [&] { return s.done.load() && r.done.load(); });
+  run_until({&from, &to}, [&] { return s.done.load() && r.done.load(); });
   REQUIRE_FALSE(s.error);
   REQUIRE_FALSE(r.error);
-  CHECK(r.source == 0);
+  CHECK(r.source == from.rank_);
   CHECK(r.received == bytes);
   if (bytes) CHECK(std::memcmp(got.data(), data.data(), bytes) == 0);  // (memcmp of a null pointer is undefined even for 0 bytes)
   CHECK(got[bytes] == 0xee);  // nothing past the message was written
+}
+void one_message(Pair& p, std::size_t bytes, bool receive_first, unsigned seed) {
+  one_message(p.a, p.b, bytes, receive_first, seed);
 }
 
 std::uint64_t job_for(const Kind& k, int salt) {
@@ -425,6 +429,114 @@ TEST_CASE("tcp alone: BRAID_TCP_SOCKETS dials that many sockets and a large mess
     CHECK(p.a.failed.empty());
     CHECK(p.b.failed.empty());
   }
+}
+
+// One socket per pair of ranks (TcpTransport, the default with one socket
+// per peer): a reply carries the acknowledgement of what it answers.
+TEST_CASE("tcp alone: a rank that was dialed sends back over the same socket") {
+  for (bool shared : {true, false}) {
+    DYNAMIC_SECTION((shared ? "shared" : "BRAID_TCP_SHARED=0")) {
+      if (!shared) ::setenv("BRAID_TCP_SHARED", "0", 1);
+      Pair p(kinds().front(), job_for(kinds().front(), shared ? 10 : 11));
+      ::unsetenv("BRAID_TCP_SHARED");
+      auto& a = static_cast<TcpTransport&>(*p.a.t);
+      auto& b = static_cast<TcpTransport&>(*p.b.t);
+      REQUIRE(a.shares() == shared);
+      p.connect();
+      one_message(p, 100, true, 101);  // rank 1 accepts and identifies rank 0's socket
+      ConnectResult res = b.connect(info_of(p.a), Deadline::after(Millis(5000)));
+      REQUIRE(res.status == ConnectResult::Status::Connected);
+      b.adopt(0, std::move(res.dialed));
+      REQUIRE(b.connected(0));
+      one_message(p.b, p.a, 100, false, 102);
+      one_message(p.b, p.a, 300u << 10, true, 103);  // a rendezvous: its CTS and DATA too
+      one_message(p, 300u << 10, false, 104);
+      CHECK(a.sends_on_dialed(1));
+      CHECK(b.sends_on_dialed(0) == !shared);          // sharing, it sends over what rank 0 dialed
+      CHECK(a.accepted_from(1) == (shared ? 0 : 1));  // and dialed nothing
+      CHECK(p.a.failed.empty());
+      CHECK(p.b.failed.empty());
+    }
+  }
+}
+
+TEST_CASE("tcp alone: ranks that dial each other at once move to one socket, each direction in order") {
+  const Kind k = kinds().front();  // tcp
+  Pair p(k, job_for(k, 12));
+  auto& a = static_cast<TcpTransport&>(*p.a.t);
+  auto& b = static_cast<TcpTransport&>(*p.b.t);
+  REQUIRE(a.shares());
+  // Rank 1 dials first and writes messages on its socket before rank 0's
+  // exists; then rank 0 dials too.
+  ConnectResult rb = b.connect(info_of(p.a), Deadline::after(Millis(5000)));
+  REQUIRE(rb.status == ConnectResult::Status::Connected);
+  b.adopt(0, std::move(rb.dialed));
+  constexpr int kN = 9;  // per batch; every third a rendezvous
+  std::vector<std::vector<std::uint8_t>> data_b, data_a, got_a, got_b;
+  std::vector<Request> sb(2 * kN), ra(2 * kN), sa(kN), rb_(kN);
+  auto size_of = [](int i) { return i % 3 == 0 ? (150u << 10) + i : 40u + i; };
+  for (int i = 0; i < 2 * kN; ++i) {
+    data_b.push_back(pattern(size_of(i), 200 + i));
+    got_a.emplace_back((150u << 10) + 64, 0);
+  }
+  for (int i = 0; i < kN; ++i) {
+    data_a.push_back(pattern(size_of(i), 300 + i));
+    got_b.emplace_back((150u << 10) + 64, 0);
+  }
+  for (int i = 0; i < kN; ++i) {
+    prepare(sb[i], 0, 7, data_b[i].data(), data_b[i].size());
+    p.b.post_send(sb[i]);
+  }
+  ConnectResult ra_ = a.connect(info_of(p.b), Deadline::after(Millis(5000)));
+  REQUIRE(ra_.status == ConnectResult::Status::Connected);
+  a.adopt(1, std::move(ra_.dialed));
+  for (int i = 0; i < kN; ++i) {
+    prepare(sa[i], 1, 8, data_a[i].data(), data_a[i].size());
+    p.a.post_send(sa[i]);
+  }
+  // Rank 1 learns of rank 0's socket (the lower rank's: it wins) and moves
+  // its messages there; the rest of its batch goes after FOLLOWS.
+  run_until({&p.b}, [&] { return !b.sends_on_dialed(0); });
+  for (int i = kN; i < 2 * kN; ++i) {
+    prepare(sb[i], 0, 7, data_b[i].data(), data_b[i].size());
+    p.b.post_send(sb[i]);
+  }
+  run_until({&p.a, &p.b}, [&] { return p.a.unexpected() == 2 * kN && p.b.unexpected() == kN; });
+  for (int i = 0; i < 2 * kN; ++i) {
+    prepare(ra[i], 1, 7, got_a[i].data(), got_a[i].size());
+    p.a.post_recv(ra[i]);
+  }
+  for (int i = 0; i < kN; ++i) {
+    prepare(rb_[i], 0, 8, got_b[i].data(), got_b[i].size());
+    p.b.post_recv(rb_[i]);
+  }
+  auto all_done = [](const std::vector<Request>& v) {
+    return std::all_of(v.begin(), v.end(), [](const Request& r) { return r.done.load(); });
+  };
+  run_until({&p.a, &p.b}, [&] { return all_done(sb) && all_done(ra) && all_done(sa) && all_done(rb_); });
+  for (int i = 0; i < 2 * kN; ++i) {
+    INFO("rank 1's message " << i);
+    REQUIRE_FALSE(ra[i].error);
+    REQUIRE(ra[i].received == data_b[i].size());  // the order kept: sizes differ by message
+    CHECK(std::memcmp(got_a[i].data(), data_b[i].data(), data_b[i].size()) == 0);
+  }
+  for (int i = 0; i < kN; ++i) {
+    INFO("rank 0's message " << i);
+    REQUIRE_FALSE(rb_[i].error);
+    REQUIRE(rb_[i].received == data_a[i].size());
+    CHECK(std::memcmp(got_b[i].data(), data_a[i].data(), data_a[i].size()) == 0);
+  }
+  // Rank 0 read FOLLOWS on its socket before rank 1's old one said SWITCH
+  // (that socket was still in its listener's queue) and waited for it.
+  CHECK(a.switch_waits() == 1);
+  CHECK(b.switch_waits() == 0);
+  CHECK(a.sends_on_dialed(1));
+  CHECK_FALSE(b.sends_on_dialed(0));
+  // And on: both directions over the one socket.
+  one_message(p, 1000, false, 105);
+  one_message(p.b, p.a, 1000, true, 106);
+  CHECK(p.a.failed.empty());
+  CHECK(p.b.failed.empty());
 }
 
 // A host-mate that left on a failure and exited before any message passed

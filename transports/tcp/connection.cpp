@@ -164,11 +164,15 @@ void Connection::update_interest() {
 }
 
 // Between frames of a peer's stream (the only place a frame's memory is
-// decided): stop reading it while the host holds the peer back. Only
-// connections the peer dialed carry its messages; a dialed one carries
-// control frames back, never held.
+// decided): stop reading it while the host holds the peer back, or while
+// it waits at FOLLOWS for the SWITCH on the peer's old socket. With a
+// socket per direction only connections the peer dialed carry its
+// messages; a dialed one carries control frames back, never held. Nor is
+// one the peer switched away from (a goodbye's socket among them): what
+// comes on it is a CTS or a goodbye, which must come in.
 bool Connection::hold_back() {
-  if (dialed_ || peer_ < 0 || auth_ != Auth::Done || hung_up_ || draining_ || !t_.hold_back(peer_)) return false;
+  if (peer_ < 0 || auth_ != Auth::Done || hung_up_ || draining_ || switched_away_) return false;
+  if (!awaiting_switch_ && ((dialed_ && !t_.shares()) || !t_.hold_back(peer_))) return false;
   if (!held_) {
     held_ = true;
     t_.host().mod_fd(fd_.get(), this, want_out_ ? EPOLLOUT : 0u);
@@ -300,6 +304,7 @@ void Connection::handle_header() {
       rstate_ = ReadState::Payload;
       return;
     }
+    hello_ = h;
     peer_ = static_cast<int>(h.id);
     t_.accept_peer(*this, peer_);
     return;
@@ -365,7 +370,14 @@ void Connection::handle_header() {
     }
     case wire::FrameType::Bye:
       bye_received_ = true;
+      bye_carried_ = h.id2 == 1;
       t_.heard_goodbye(peer_, h.id);
+      return;
+    case wire::FrameType::Switch:
+      t_.on_switch(*this, h);
+      return;
+    case wire::FrameType::Follows:
+      t_.on_follows(*this);
       return;
     default:
       broken(fmt::format("sent a frame of unknown type {}", static_cast<int>(h.type)));

@@ -50,8 +50,21 @@ class Connection final : public EventSource {
 
   int peer() const { return peer_; }
   bool dialed() const { return dialed_; }
+  // The HELLO's flags of an accepted connection (wire::kHelloShares, ...).
+  std::uint8_t hello_flags() const { return dialed_ ? 0 : hello_.reserved; }
+  // The peer said SWITCH here: no more of its messages come on it.
+  bool switched_away() const { return switched_away_; }
+  void mark_switched_away() { switched_away_ = true; }
+  // Reading stops before the next frame (at FOLLOWS) until end_wait().
+  void wait_for_switch() { awaiting_switch_ = true; }
+  void end_wait() {
+    awaiting_switch_ = false;
+    resume();
+  }
   bool closed() const { return closed_; }
   bool said_bye() const { return bye_received_; }
+  // Its goodbye said the peer's messages to us came over this socket.
+  bool bye_carried() const { return bye_carried_; }
   int fd() const { return fd_.get(); }
   // Names this connection in Unexpected::channel (never reused).
   std::uint64_t id() const { return id_; }
@@ -163,12 +176,15 @@ class Connection final : public EventSource {
   bool dialed_;
   bool closed_ = false;
   bool bye_received_ = false;
+  bool bye_carried_ = false;
   bool mid_frame_ = false;
   bool draining_ = false;  // in read_now(): never held back
   bool want_out_ = false;
   bool held_ = false;  // not reading: the host holds this peer back (resume())
   std::uint64_t reads_ = 0;  // recv calls that returned bytes (poll_read)
   bool hung_up_ = false;  // epoll reported a hang-up or error: never held
+  bool switched_away_ = false;
+  bool awaiting_switch_ = false;  // held until the SWITCH on the peer's old socket is read
   Auth auth_ = Auth::Done;
   wire::FrameHeader hello_{};           // bound into both proofs
   auth::Nonce dialer_nonce_{}, acceptor_nonce_{};

@@ -28,8 +28,11 @@ void TcpTransport::fail_requests_of(Connection& c, const std::exception_ptr& e) 
 void TcpTransport::retire(Connection& c, bool park) {
   if (c.closed()) return;
   if (c.peer() >= 0 && !c.dialed()) incoming_[static_cast<std::size_t>(c.peer())]--;
-  if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c)
+  if (c.peer() >= 0 && out_[static_cast<std::size_t>(c.peer())] == &c) {
     out_[static_cast<std::size_t>(c.peer())] = nullptr;
+    carrier_[static_cast<std::size_t>(c.peer())].store(false, std::memory_order_release);
+  }
+  if (c.peer() >= 0 && paused_[static_cast<std::size_t>(c.peer())] == &c) paused_[static_cast<std::size_t>(c.peer())] = nullptr;
   if (c.peer() >= 0 && c.dialed()) std::erase(stripes_[static_cast<std::size_t>(c.peer())], &c);
   // Announced messages from it can no longer be fetched: claim() finds no
   // live connection under their channel id.
@@ -93,6 +96,27 @@ void TcpTransport::connection_broken(Connection& c, const std::string& why) {
 void TcpTransport::connection_closed_cleanly(Connection& c) {
   const int peer = c.peer();
   note_why_it_left(peer);
+  if (shared_) {
+    // The peer has left once the socket its messages came over has ended:
+    // its goodbye there says so. Another of its sockets ends first, maybe
+    // before we even accepted that one. A peer that sent nothing that way
+    // (a socket per direction: it does not share) has left with its last
+    // socket.
+    const auto e = std::make_exception_ptr(Error(
+        ErrorCode::PeerFailure,
+        fmt::format("rank {} left the job (destroy_process_group, or its exit) while this op was pending", peer), peer));
+    fail_requests_of(c, e);
+    retire(c);
+    if (!c.bye_carried()) {
+      if (shares_with_[static_cast<std::size_t>(peer)]) return;
+      for (auto& o : conns_)
+        if (o->peer() == peer) return;
+    }
+    complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
+    complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
+    host_.peer_left(peer);
+    return;
+  }
   // Only the peer's own (dialed) connection carries its messages to us; the
   // goodbye on ours can overtake data still arriving on theirs.
   if (c.dialed()) {
@@ -144,6 +168,7 @@ void TcpTransport::complete_if(std::unordered_map<std::uint64_t, Request*>& toke
 }
 
 void TcpTransport::drop_peer(int peer) {
+  switched_[static_cast<std::size_t>(peer)] = 0;
   std::vector<Connection*> doomed;
   for (auto& c : conns_)
     if (c->peer() == peer) doomed.push_back(c.get());
@@ -179,6 +204,7 @@ void TcpTransport::break_off(int peer, const std::exception_ptr& e) {
   // Parked, not closed: a stream that ends mid-frame tells the peer this
   // rank died, and it would log a live rank as the job's failure. The
   // sockets stay open, unread and unwritten, until this transport goes.
+  switched_[static_cast<std::size_t>(peer)] = 0;
   std::vector<Connection*> ours;
   for (auto& c : conns_)
     if (c->peer() == peer) ours.push_back(c.get());
@@ -205,6 +231,8 @@ void TcpTransport::shutdown() {
   // exit from a crash. Best effort, bounded: a dead peer must not stall us.
   // It says which failure we learned of first: we may leave because of it.
   const auto bye = wire::make_header(wire::FrameType::Bye, 0, 0, 0, first_failed_);
+  auto carried = bye;  // on the socket our messages went over (shared)
+  carried.id2 = 1;
   const Deadline d = Deadline::after(Millis(1000));
   const auto world = static_cast<std::size_t>(cfg_.world_size);
   std::vector<char> told(world, 0), owed(world, 0);
@@ -213,19 +241,21 @@ void TcpTransport::shutdown() {
     if (c->closed() || c->peer() < 0) continue;
     const auto p = static_cast<std::size_t>(c->peer());
     if (c->dialed() && !listener[p]) listener[p] = c->far_end();
+    if (!listener[p]) listener[p] = listeners_[p];
     if (!c->idle() || !c->in_step()) {
       owed[p] = 1;
       continue;
     }
     try {
-      net::write_all(c->fd(), &bye, sizeof bye, d, "peer");
+      net::write_all(c->fd(), out_[p] == c.get() && shared_ ? &carried : &bye, sizeof bye, d, "peer");
       told[p] = 1;
     } catch (const Error&) {
     }
   }
   for (const Parked& k : parked_) {
-    owed[static_cast<std::size_t>(k.peer)] = 1;
-    if (!listener[static_cast<std::size_t>(k.peer)]) listener[static_cast<std::size_t>(k.peer)] = k.listener;
+    const auto p = static_cast<std::size_t>(k.peer);
+    owed[p] = 1;
+    if (!listener[p]) listener[p] = k.listener ? k.listener : listeners_[p];
   }
   // A peer none of whose sockets can carry the goodbye (each mid-frame, or
   // busy) would read the stream's end as this rank's death, and name it,
@@ -243,7 +273,7 @@ void TcpTransport::goodbye_afresh(int peer, const net::SockAddr& at, const wire:
   auth::Nonce nonce{};
   wire::FrameHeader hello;
   try {
-    hello = say_hello(fd.get(), d, fmt::format("rank {}", peer), &nonce);
+    hello = say_hello(fd.get(), d, fmt::format("rank {}", peer), &nonce, wire::kHelloByeOnly);
   } catch (const Error&) {
     return;
   }

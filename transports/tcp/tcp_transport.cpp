@@ -33,6 +33,12 @@ int sockets_from_env() {
 // a wake-up at each end, small next to half a megabyte.
 constexpr std::size_t kMinPart = 512 * 1024;
 
+// One socket per pair of ranks (BRAID_TCP_SHARED, default on), where a
+// rank has one socket per peer: 0 keeps a socket per direction.
+bool shared_from_env(int sockets) {
+  return sockets == 1 && env_integer("BRAID_TCP_SHARED", 0, 1, "0 or 1").value_or(1) == 1;
+}
+
 std::size_t eager_limit_from_env() {
   // 64 KiB: past it the extra round trip of the rendezvous costs less than
   // copying an unexpected message, and unexpected memory stays bounded.
@@ -43,7 +49,11 @@ std::size_t eager_limit_from_env() {
 
 TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
     : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()), sockets_(sockets_from_env()),
-      out_(static_cast<std::size_t>(cfg.world_size), nullptr),
+      shared_(shared_from_env(sockets_)), out_(static_cast<std::size_t>(cfg.world_size), nullptr),
+      carrier_(new std::atomic<bool>[static_cast<std::size_t>(cfg.world_size)]{}),
+      shares_with_(static_cast<std::size_t>(cfg.world_size), 0), switched_(static_cast<std::size_t>(cfg.world_size), 0),
+      paused_(static_cast<std::size_t>(cfg.world_size), nullptr),
+      listeners_(static_cast<std::size_t>(cfg.world_size)),
       stripes_(static_cast<std::size_t>(cfg.world_size)), turn_(static_cast<std::size_t>(cfg.world_size), 0),
       incoming_(static_cast<std::size_t>(cfg.world_size), 0),
       bye_knew_(static_cast<std::size_t>(cfg.world_size), 0) {
@@ -69,7 +79,11 @@ int TcpTransport::sockets_to(int peer) const {
   return n;
 }
 
-bool TcpTransport::watching(int peer) const { return incoming_[static_cast<std::size_t>(peer)] > 0; }
+bool TcpTransport::watching(int peer) const {
+  // Sharing, the socket we dialed carries the peer's messages too: its end
+  // tells as well.
+  return incoming_[static_cast<std::size_t>(peer)] > 0 || (shared_ && connected(peer));
+}
 
 bool TcpTransport::reaches(const PeerInfo&, std::string*) const { return true; }
 
@@ -83,12 +97,17 @@ struct DialedSocket {
 // (stripes) parts of large DATA. The acceptor tells them by nothing: it
 // reads every frame the peer's connections bring.
 struct DialedSockets final : Dialed {
-  std::vector<DialedSocket> sockets;
+  std::vector<DialedSocket> sockets;  // none where the peer's socket carries ours (shared)
+  std::string listener;               // the peer's listener ("host:port")
 };
 }  // namespace
 
 ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
   auto all = std::make_unique<DialedSockets>();
+  all->listener = peer.address;
+  // The peer dialed us first: its socket carries ours too (adopt: nothing).
+  if (shared_ && carrier_[static_cast<std::size_t>(peer.rank)].load(std::memory_order_acquire))
+    return ConnectResult::connected(std::move(all));
   const std::string who = fmt::format("rank {}", peer.rank);
   for (int k = 0; k < sockets_; ++k) {
     Dialing d = dial_listener(peer, "listener", deadline);
@@ -99,15 +118,17 @@ ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
     }
     DialedSocket& s = all->sockets.emplace_back();
     s.fd = std::move(d.fd);
-    s.hello = say_hello(s.fd.get(), deadline, who, &s.nonce);
+    s.hello = say_hello(s.fd.get(), deadline, who, &s.nonce, shared_ ? wire::kHelloShares : 0);
   }
   return ConnectResult::connected(std::move(all));
 }
 
-wire::FrameHeader TcpTransport::say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce) {
-  const auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
-                                       secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
-                                       static_cast<std::uint64_t>(cfg_.world_size));
+wire::FrameHeader TcpTransport::say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce,
+                                          std::uint8_t flags) {
+  auto hello = wire::make_header(wire::FrameType::Hello, 0, static_cast<std::int64_t>(cfg_.job_id),
+                                 secret_ ? auth::kNonceBytes : 0, static_cast<std::uint64_t>(cfg_.rank),
+                                 static_cast<std::uint64_t>(cfg_.world_size));
+  hello.reserved = flags;
   net::write_all(fd, &hello, sizeof hello, deadline, who);
   // The answer (AUTH) is read by the connection, not here: the peer may be
   // dialing us at this moment, and neither would make progress to answer.
@@ -121,15 +142,70 @@ wire::FrameHeader TcpTransport::say_hello(int fd, Deadline deadline, const std::
 
 void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
   auto& all = static_cast<DialedSockets&>(*d);
+  // Where a goodbye on a socket of its own would go (shutdown), though the
+  // socket we send over may be one the peer dialed.
+  listeners_[static_cast<std::size_t>(peer)] = listener_address(all.listener);
   for (std::size_t k = 0; k < all.sockets.size(); ++k) {
     DialedSocket& s = all.sockets[k];
     auto c = std::make_unique<Connection>(*this, std::move(s.fd), peer, true, next_conn_id_++);
     if (secret_) c->await_auth(s.hello, s.nonce);
-    if (k == 0) out_[static_cast<std::size_t>(peer)] = c.get();
-    else stripes_[static_cast<std::size_t>(peer)].push_back(c.get());
+    Connection& raw = *c;
+    if (k > 0) stripes_[static_cast<std::size_t>(peer)].push_back(c.get());
+    else if (!shared_) out_[static_cast<std::size_t>(peer)] = c.get();
     ++conns_changed_;
     conns_.push_back(std::move(c));
+    if (k == 0 && shared_) take_carrier(raw);
   }
+}
+
+void TcpTransport::take_carrier(Connection& c) {
+  const auto p = static_cast<std::size_t>(c.peer());
+  Connection*& out = out_[p];
+  if (!out || out->closed()) {
+    out = &c;
+    carrier_[p].store(true, std::memory_order_release);
+    return;
+  }
+  if (out == &c) return;
+  // The lower rank's dial wins: both ends pick the same socket whichever
+  // order they learn of the two in.
+  const bool lower = cfg_.rank < c.peer();
+  const bool c_wins = c.dialed() == lower, out_wins = out->dialed() == lower;
+  if (c_wins && !out_wins) {
+    out->enqueue(nullptr, wire::make_header(wire::FrameType::Switch, 0, 0, 0, 1), 0);
+    out = &c;
+    c.enqueue(nullptr, wire::make_header(wire::FrameType::Follows, 0, 0, 0), 0);
+  } else {
+    c.enqueue(nullptr, wire::make_header(wire::FrameType::Switch, 0, 0, 0, 0), 0);
+  }
+}
+
+void TcpTransport::on_switch(Connection& c, const wire::FrameHeader& h) {
+  const auto p = static_cast<std::size_t>(c.peer());
+  // Each side moves at most once (to the lower rank's socket): a second
+  // SWITCH is a peer out of its protocol.
+  if (c.switched_away() || (h.id == 1 && switched_[p]))
+    return connection_broken(c, "sent SWITCH twice (one socket per pair)");
+  c.mark_switched_away();
+  shares_with_[p] = 1;
+  ++conns_changed_;  // poll_peer reads it no more
+  if (h.id != 1) return;
+  if (Connection* y = std::exchange(paused_[p], nullptr)) y->end_wait();
+  else switched_[p] = 1;
+}
+
+void TcpTransport::on_follows(Connection& c) {
+  const auto p = static_cast<std::size_t>(c.peer());
+  if (switched_[p]) {  // the old socket is read up to its SWITCH: read on
+    switched_[p] = 0;
+    return;
+  }
+  if (paused_[p]) return connection_broken(c, "sent FOLLOWS twice (one socket per pair)");
+  // The SWITCH is still on its way on the other socket (perhaps not yet
+  // accepted): what follows here waits for it.
+  paused_[p] = &c;
+  c.wait_for_switch();
+  ++switch_waits_;
 }
 
 std::string TcpTransport::proof_label(bool acceptor, const wire::FrameHeader& hello) {
@@ -192,6 +268,10 @@ bool TcpTransport::hold_back(int peer) {
   if (!host_.hold_back(peer)) return false;  // the common case, checked first: it is every frame's
   for (const auto& [token, r] : rdv_in_)
     if (r->source == peer) return false;  // its DATA must come in
+  // Sharing, the CTS for a send of ours comes on the socket held back.
+  if (shared_)
+    for (const auto& [token, r] : rts_out_)
+      if (r->peer == peer) return false;
   return true;
 }
 
@@ -203,19 +283,25 @@ void TcpTransport::resume() {
   for (Connection* c : live) c->resume();
 }
 
-void TcpTransport::accept_peer(Connection&, int peer) {
+void TcpTransport::accept_peer(Connection& c, int peer) {
   incoming_[static_cast<std::size_t>(peer)]++;
   ++conns_changed_;  // poll_peer's list of this peer's connections
+  const std::uint8_t flags = c.hello_flags();
+  if (flags & wire::kHelloByeOnly) c.mark_switched_away();  // its goodbye needs no polling
+  else if (shared_ && (flags & wire::kHelloShares)) {
+    shares_with_[static_cast<std::size_t>(peer)] = 1;
+    take_carrier(c);
+  }
 }
 
 int TcpTransport::poll_peer(int peer) {
   if (polled_.peer != peer || polled_.seen != conns_changed_) {
     polled_.conns.clear();
-    // The connections the peer dialed: it writes its messages on those
-    // (send: out_), and what comes back on ours (a CTS) waits for the
-    // epoll round that comes every few spins.
+    // The connections the peer writes its messages on: sharing, those it
+    // has not switched away from; else those it dialed (what comes back on
+    // ours, a CTS, waits for the epoll round that comes every few spins).
     for (auto& c : conns_)
-      if (c->peer() == peer && !c->dialed()) polled_.conns.push_back(c.get());
+      if (c->peer() == peer && (shared_ ? !c->switched_away() : !c->dialed())) polled_.conns.push_back(c.get());
     polled_.peer = peer;
     polled_.seen = conns_changed_;
   }
@@ -244,8 +330,12 @@ void TcpTransport::send(Request& r) {
   c->enqueue(&r, h, 0);
 }
 
-void TcpTransport::send_cts(Connection& c, Request* r, std::uint64_t send_token, std::size_t bytes,
+void TcpTransport::send_cts(Connection& at, Request* r, std::uint64_t send_token, std::size_t bytes,
                             const Refusal* refused) {
+  // Sharing, over the socket the peer reads (its RTS may have come on one
+  // it has since switched away from).
+  Connection* out = shared_ ? out_[static_cast<std::size_t>(at.peer())] : nullptr;
+  Connection& c = out && !out->closed() ? *out : at;
   if (r) {
     r->token = next_token_++;
     rdv_in_[r->token] = r;

@@ -1,19 +1,27 @@
 // TcpTransport: TCP sockets between ranks, with connections set up lazily.
 //
 // Each rank listens on one port; its "host:port" is this transport's address.
-// A rank dials a peer the first time it sends to it, and only sends over the
-// connection it dialed; it receives over the connections peers dialed to it.
-// So two ranks that send to each other at once never race to create one
-// shared socket, each direction stays a single ordered stream, and a rank
-// that only receives never connects. Control frames (CTS, BYE) travel back
-// over whichever socket the message that caused them came from.
+// A rank dials a peer the first time it sends to it, unless the peer dialed
+// it first: then it sends over that connection. One socket carries both
+// directions, so a reply carries the acknowledgement of what it answers
+// (with a socket per direction every acknowledgement is a segment of its
+// own: 8-byte pingpong 6.05 us against 4.84, bench/RESULTS.md section 39).
+// Two ranks that dial each other at once end with two sockets: both move
+// their messages to the one the lower rank dialed. The side that moves
+// writes SWITCH last on the old socket and FOLLOWS first on the new one, and
+// the reader reads nothing after FOLLOWS before that SWITCH, so each
+// direction stays one ordered stream (wire.hpp). The other socket stays
+// open, unused. Control frames (CTS) go over the socket messages go over.
 //
 // Messages up to the eager limit go in one frame; larger ones announce
 // themselves (RTS) and stream into the posted receive buffer once matched
 // (CTS, then DATA): large messages are never copied through an intermediate
 // buffer and unexpected large messages cost no memory.
 //
-// With BRAID_TCP_SOCKETS=N a rank dials N sockets to each peer it sends to.
+// With BRAID_TCP_SOCKETS=N a rank dials N sockets to each peer it sends to,
+// and sends only over those: each direction has sockets of its own (as
+// with BRAID_TCP_SHARED=0), and a CTS goes back over the socket its RTS
+// came on.
 // The first carries every frame but DATA as above. DATA goes over all of
 // them: a message of at least 2 x 512 KiB is cut into up to N parts, each
 // with its offset, one per socket (the receive completes when all its bytes
@@ -22,9 +30,11 @@
 // what one cannot.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -83,6 +93,13 @@ class TcpTransport final : public Transport, private EventSource {
   int accepted_from(int peer) const { return incoming_[static_cast<std::size_t>(peer)]; }
   // DATA frames (whole messages or parts) written so far.
   std::uint64_t parts_sent() const { return parts_sent_; }
+  // One socket carries both directions with each peer (the default, with
+  // one socket per peer).
+  bool shares() const { return shared_; }
+  // The socket this rank sends to `peer` over is one it dialed (tests).
+  bool sends_on_dialed(int peer) const { return connected(peer) && out_[static_cast<std::size_t>(peer)]->dialed(); }
+  // Times a socket waited at FOLLOWS for the SWITCH on the old one (tests).
+  std::uint64_t switch_waits() const { return switch_waits_; }
 
  private:
   friend class Connection;
@@ -95,6 +112,12 @@ class TcpTransport final : public Transport, private EventSource {
   bool hold_back(int peer);
   // The accepted connection c speaks for its HELLO's rank from now on.
   void accept_peer(Connection& c, int peer);
+  // One socket per pair: c, just dialed or accepted from a peer that
+  // shares, becomes the socket messages to it go over, or is told it never
+  // will (SWITCH 0). The socket the lower rank dialed wins.
+  void take_carrier(Connection& c);
+  void on_switch(Connection& c, const wire::FrameHeader& h);
+  void on_follows(Connection& c);
   // The job's secret, or null (auth.hpp); and the label each side's proof
   // is made under, bound to the HELLO's job, rank and world.
   const auth::Secret* secret() const { return secret_.get(); }
@@ -121,7 +144,8 @@ class TcpTransport final : public Transport, private EventSource {
   void retire(Connection& c, bool park = false);
   // Writes HELLO (and the nonce, where the job has a secret) on a socket
   // dialed to a peer's listener; returns the HELLO, bound into the proofs.
-  wire::FrameHeader say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce);
+  wire::FrameHeader say_hello(int fd, Deadline deadline, const std::string& who, auth::Nonce* nonce,
+                              std::uint8_t flags);
   // Says `bye` to `peer` over a socket dialed for it alone, where every
   // socket to it is mid-frame (shutdown()); bounded by `deadline`.
   void goodbye_afresh(int peer, const net::SockAddr& listener, const wire::FrameHeader& bye, Deadline deadline);
@@ -160,7 +184,16 @@ class TcpTransport final : public Transport, private EventSource {
   // words, handled after it.
   std::vector<std::pair<Connection*, std::string>> broken_while_draining_;
   int sockets_;                   // dialed per peer (BRAID_TCP_SOCKETS)
-  std::vector<Connection*> out_;  // the connection this rank dialed, per peer
+  bool shared_;                   // one socket per pair (sockets_ == 1, BRAID_TCP_SHARED)
+  std::vector<Connection*> out_;  // the connection this rank sends over, per peer
+  // Per peer, out_ is set: connect() dials no more. Read by connect(),
+  // which runs outside the host's lock.
+  std::unique_ptr<std::atomic<bool>[]> carrier_;
+  std::vector<std::uint8_t> shares_with_;  // per peer, it shares one socket per pair (its HELLO or SWITCH said)
+  std::vector<std::uint8_t> switched_;     // per peer, a SWITCH 1 read and its FOLLOWS not yet
+  std::vector<Connection*> paused_;        // per peer, the socket read up to FOLLOWS, awaiting the SWITCH
+  std::uint64_t switch_waits_ = 0;
+  std::vector<std::optional<net::SockAddr>> listeners_;  // per peer, its listener, once connect() read it
   std::vector<std::vector<Connection*>> stripes_;  // per peer, the other sockets dialed to it
   std::vector<std::size_t> turn_;                   // per peer, the socket the next DATA starts on
   std::vector<int> incoming_;     // count of live accepted connections per peer

@@ -6,7 +6,9 @@
 // make us write out of bounds.
 //
 //   HELLO  dialer -> acceptor, first frame: tag = job id, id = dialer's rank,
-//          id2 = world size.
+//          id2 = world size, reserved = flags: kHelloShares (the dialer
+//          shares one socket per pair, below), kHelloByeOnly (the socket
+//          carries one goodbye and nothing else).
 //   EAGER  a whole message: envelope + `bytes` of payload follow.
 //   RTS    "ready to send" a large message of `bytes`; id = sender's token.
 //   CTS    "clear to send": id = sender's token, id2 = receiver's token, or
@@ -17,6 +19,18 @@
 //          A large message's parts travel over several sockets (stripes,
 //          tcp_transport.hpp) and arrive in any order.
 //   BYE    the peer is shutting down cleanly; EOF after it is not a failure.
+//          id = 1 + the first rank it learned had failed, or 0; id2 = 1 if
+//          its messages came over this socket (one socket per pair: its
+//          other sockets' ends say nothing of them).
+//   SWITCH the sender writes no more messages on this socket: id = 1 if
+//          they go on over another, behind a FOLLOWS; id = 0 if it never
+//          wrote any here.
+//   FOLLOWS the first frame on the socket the sender moved its messages to:
+//          nothing after it is read before the SWITCH on the old socket.
+// One socket per pair: two ranks that dial each other at once end with two
+// sockets; both move their messages to the one the lower rank dialed
+// (tcp_transport.hpp), and SWITCH/FOLLOWS keep each direction in order
+// across the move.
 // Where the job has a secret (src/common/auth.hpp), a connection opens with
 // a challenge-response before any other frame:
 //   HELLO  as above, with `bytes` = 32: the dialer's nonce follows;
@@ -34,7 +48,11 @@ namespace braid::wire {
 inline constexpr std::uint32_t kMagic = 0x44524231;  // "1BRD" little-endian
 inline constexpr std::uint16_t kVersion = 1;
 
-enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye, Auth, Proof };
+enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye, Auth, Proof, Switch, Follows };
+
+// HELLO's flags (FrameHeader::reserved).
+inline constexpr std::uint8_t kHelloShares = 1;
+inline constexpr std::uint8_t kHelloByeOnly = 2;
 
 struct FrameHeader {
   std::uint32_t magic;

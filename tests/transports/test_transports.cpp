@@ -432,7 +432,8 @@ TEST_CASE("tcp alone: BRAID_TCP_SOCKETS dials that many sockets and a large mess
 }
 
 // One socket per pair of ranks (TcpTransport, the default with one socket
-// per peer): a reply carries the acknowledgement of what it answers.
+// per peer) carries the messages both ways, so a reply carries the
+// acknowledgement of what it answers; each rank's DATA has a socket of its own.
 TEST_CASE("tcp alone: a rank that was dialed sends back over the same socket") {
   for (bool shared : {true, false}) {
     DYNAMIC_SECTION((shared ? "shared" : "BRAID_TCP_SHARED=0")) {
@@ -452,8 +453,10 @@ TEST_CASE("tcp alone: a rank that was dialed sends back over the same socket") {
       one_message(p.b, p.a, 300u << 10, true, 103);  // a rendezvous: its CTS and DATA too
       one_message(p, 300u << 10, false, 104);
       CHECK(a.sends_on_dialed(1));
-      CHECK(b.sends_on_dialed(0) == !shared);          // sharing, it sends over what rank 0 dialed
-      CHECK(a.accepted_from(1) == (shared ? 0 : 1));  // and dialed nothing
+      CHECK(b.sends_on_dialed(0) == !shared);  // sharing, it sends over what rank 0 dialed
+      // and dialed one socket, for its DATA alone (sharing) or for all it sends
+      CHECK(a.accepted_from(1) == 1);
+      CHECK(b.sockets_to(0) == (shared ? 2 : 1));
       CHECK(p.a.failed.empty());
       CHECK(p.b.failed.empty());
     }

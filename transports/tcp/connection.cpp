@@ -270,7 +270,10 @@ bool Connection::stop_reading(ssize_t n) {
                             auth::kHint));
     return true;
   }
-  if (n == 0 && bye_received_) t_.connection_closed_cleanly(*this);
+  // After its goodbye a reset is an end as clean as EOF: the peer closed
+  // the socket with bytes of ours unread that it no longer needed (a
+  // SWITCH, say, one socket per pair).
+  if (bye_received_) t_.connection_closed_cleanly(*this);
   else if (n == 0) broken("connection closed without goodbye (the process exited or was killed)");
   else broken(fmt::format("receive failed: {}", errno_text()));
   return true;
@@ -370,7 +373,7 @@ void Connection::handle_header() {
     }
     case wire::FrameType::Bye:
       bye_received_ = true;
-      bye_carried_ = h.id2 == 1;
+      bye_word_ = h.id2;
       t_.heard_goodbye(peer_, h.id);
       return;
     case wire::FrameType::Switch:

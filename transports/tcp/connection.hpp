@@ -63,8 +63,10 @@ class Connection final : public EventSource {
   }
   bool closed() const { return closed_; }
   bool said_bye() const { return bye_received_; }
-  // Its goodbye said the peer's messages to us came over this socket.
-  bool bye_carried() const { return bye_carried_; }
+  // Its goodbye said the peer's messages to us came over this socket, and
+  // whether its DATA came over another (TcpTransport::shutdown).
+  bool bye_carried() const { return bye_word_ & 1; }
+  bool bye_has_data() const { return bye_word_ & 2; }
   int fd() const { return fd_.get(); }
   // Names this connection in Unexpected::channel (never reused).
   std::uint64_t id() const { return id_; }
@@ -176,7 +178,7 @@ class Connection final : public EventSource {
   bool dialed_;
   bool closed_ = false;
   bool bye_received_ = false;
-  bool bye_carried_ = false;
+  std::uint64_t bye_word_ = 0;  // the goodbye's id2
   bool mid_frame_ = false;
   bool draining_ = false;  // in read_now(): never held back
   bool want_out_ = false;

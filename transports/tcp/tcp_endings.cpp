@@ -97,21 +97,32 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
   const int peer = c.peer();
   note_why_it_left(peer);
   if (shared_) {
-    // The peer has left once the socket its messages came over has ended:
-    // its goodbye there says so. Another of its sockets ends first, maybe
-    // before we even accepted that one. A peer that sent nothing that way
-    // (a socket per direction: it does not share) has left with its last
-    // socket.
+    // The peer has left once the socket its messages came over has ended
+    // (its goodbye there says so), and the socket its DATA came over, if it
+    // had one (that goodbye says that too). Its other sockets may end first,
+    // and those two may still wait in our listener's queue. A peer that
+    // does not share (no HELLO or SWITCH of its said it does) has left with
+    // its last socket.
+    const auto p = static_cast<std::size_t>(peer);
     const auto e = std::make_exception_ptr(Error(
         ErrorCode::PeerFailure,
         fmt::format("rank {} left the job (destroy_process_group, or its exit) while this op was pending", peer), peer));
     fail_requests_of(c, e);
     retire(c);
-    if (!c.bye_carried()) {
-      if (shares_with_[static_cast<std::size_t>(peer)]) return;
+    if (ending_[p] == Ending::Left) return;
+    if (c.hello_flags() & wire::kHelloDataOnly) data_ended_[p] = 1;
+    if (c.bye_carried()) {
+      // The CTS for our announced sends would have come on it.
+      complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
+      ending_[p] = c.bye_has_data() ? Ending::DataOwed : Ending::Left;
+    }
+    if (ending_[p] == Ending::DataOwed && data_ended_[p]) ending_[p] = Ending::Left;
+    if (ending_[p] != Ending::Left && !shares_with_[p]) {
       for (auto& o : conns_)
         if (o->peer() == peer) return;
+      ending_[p] = Ending::Left;
     }
+    if (ending_[p] != Ending::Left) return;
     complete_if(rts_out_, e, [&](const Request& r) { return r.peer == peer; });
     complete_if(rdv_in_, e, [&](const Request& r) { return r.source == peer; });
     host_.peer_left(peer);
@@ -232,7 +243,6 @@ void TcpTransport::shutdown() {
   // It says which failure we learned of first: we may leave because of it.
   const auto bye = wire::make_header(wire::FrameType::Bye, 0, 0, 0, first_failed_);
   auto carried = bye;  // on the socket our messages went over (shared)
-  carried.id2 = 1;
   const Deadline d = Deadline::after(Millis(1000));
   const auto world = static_cast<std::size_t>(cfg_.world_size);
   std::vector<char> told(world, 0), owed(world, 0);
@@ -247,6 +257,7 @@ void TcpTransport::shutdown() {
       continue;
     }
     try {
+      carried.id2 = 1 | (stripes_[p].empty() ? 0 : 2);
       net::write_all(c->fd(), out_[p] == c.get() && shared_ ? &carried : &bye, sizeof bye, d, "peer");
       told[p] = 1;
     } catch (const Error&) {

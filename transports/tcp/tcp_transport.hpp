@@ -12,6 +12,9 @@
 // the reader reads nothing after FOLLOWS before that SWITCH, so each
 // direction stays one ordered stream (wire.hpp). The other socket stays
 // open, unused. Control frames (CTS) go over the socket messages go over.
+// DATA does not: each rank dials a socket of its own for the data of its
+// large messages, since bulk both ways over one socket serialises on the
+// socket's lock in the kernel.
 //
 // Messages up to the eager limit go in one frame; larger ones announce
 // themselves (RTS) and stream into the posted receive buffer once matched
@@ -168,6 +171,7 @@ class TcpTransport final : public Transport, private EventSource {
     int peer = -1;
     std::uint64_t seen = 0;
     std::vector<Connection*> conns;
+    std::vector<Connection*> data;  // sharing: the sockets its DATA comes on
   };
   PeerConns polled_;
   std::uint64_t conns_changed_ = 1;
@@ -190,6 +194,11 @@ class TcpTransport final : public Transport, private EventSource {
   // which runs outside the host's lock.
   std::unique_ptr<std::atomic<bool>[]> carrier_;
   std::vector<std::uint8_t> shares_with_;  // per peer, it shares one socket per pair (its HELLO or SWITCH said)
+  // Sharing, per peer: how far its clean exit has come, and whether the
+  // socket its DATA came over has ended (connection_closed_cleanly).
+  enum class Ending : std::uint8_t { None, DataOwed, Left };
+  std::vector<Ending> ending_;
+  std::vector<std::uint8_t> data_ended_;
   std::vector<std::uint8_t> switched_;     // per peer, a SWITCH 1 read and its FOLLOWS not yet
   std::vector<Connection*> paused_;        // per peer, the socket read up to FOLLOWS, awaiting the SWITCH
   std::uint64_t switch_waits_ = 0;

@@ -8,7 +8,8 @@
 //   HELLO  dialer -> acceptor, first frame: tag = job id, id = dialer's rank,
 //          id2 = world size, reserved = flags: kHelloShares (the dialer
 //          shares one socket per pair, below), kHelloByeOnly (the socket
-//          carries one goodbye and nothing else).
+//          carries one goodbye and nothing else), kHelloDataOnly (it
+//          carries the dialer's DATA, beside a shared socket).
 //   EAGER  a whole message: envelope + `bytes` of payload follow.
 //   RTS    "ready to send" a large message of `bytes`; id = sender's token.
 //   CTS    "clear to send": id = sender's token, id2 = receiver's token, or
@@ -19,9 +20,10 @@
 //          A large message's parts travel over several sockets (stripes,
 //          tcp_transport.hpp) and arrive in any order.
 //   BYE    the peer is shutting down cleanly; EOF after it is not a failure.
-//          id = 1 + the first rank it learned had failed, or 0; id2 = 1 if
+//          id = 1 + the first rank it learned had failed, or 0; id2 bit 0:
 //          its messages came over this socket (one socket per pair: its
-//          other sockets' ends say nothing of them).
+//          other sockets' ends say nothing of them), bit 1: its DATA came
+//          over a socket of its own (whose end, too, is awaited).
 //   SWITCH the sender writes no more messages on this socket: id = 1 if
 //          they go on over another, behind a FOLLOWS; id = 0 if it never
 //          wrote any here.
@@ -53,6 +55,7 @@ enum class FrameType : std::uint8_t { Hello = 1, Eager, Rts, Cts, Data, Bye, Aut
 // HELLO's flags (FrameHeader::reserved).
 inline constexpr std::uint8_t kHelloShares = 1;
 inline constexpr std::uint8_t kHelloByeOnly = 2;
+inline constexpr std::uint8_t kHelloDataOnly = 4;
 
 struct FrameHeader {
   std::uint32_t magic;

@@ -161,6 +161,9 @@ void TcpTransport::adopt(int peer, std::unique_ptr<Dialed> d) {
     auto c = std::make_unique<Connection>(*this, std::move(s.fd), peer, true, next_conn_id_++);
     if (secret_) c->await_auth(s.hello, s.nonce);
     Connection& raw = *c;
+    // Nothing of the peer's comes on our DATA socket but its goodbye: it is
+    // neither polled nor held back.
+    if (s.data_only) c->mark_switched_away();
     const bool messages = !s.data_only && k == 0;
     if (!messages) stripes_[static_cast<std::size_t>(peer)].push_back(c.get());
     else if (!shared_) out_[static_cast<std::size_t>(peer)] = c.get();

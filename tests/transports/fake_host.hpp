@@ -42,6 +42,8 @@ class FakeHost final : public TransportHost {
     if (t) t->fail_all(abort_);
   }
   void peer_left(int peer) override { left.push_back(peer); }
+  // The bound on unexpected bytes, as a switch (TransportHost::hold_back).
+  bool hold_back(int) override { return holding; }
   void add_fd(int fd, EventSource* src, std::uint32_t events) override { ctl(EPOLL_CTL_ADD, fd, src, events); }
   void mod_fd(int fd, EventSource* src, std::uint32_t events) override { ctl(EPOLL_CTL_MOD, fd, src, events); }
   void del_fd(int fd) override { ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
@@ -70,6 +72,7 @@ class FakeHost final : public TransportHost {
   int rank_;
   std::unique_ptr<Transport> t;
   std::vector<int> failed, left;
+  bool holding = false;
   std::vector<std::string> reasons;
 
  private:

@@ -542,6 +542,46 @@ TEST_CASE("tcp alone: ranks that dial each other at once move to one socket, eac
   CHECK(p.b.failed.empty());
 }
 
+TEST_CASE("tcp alone: sharing, a socket held back still brings the CTS for this rank's own send") {
+  const Kind k = kinds().front();  // tcp
+  Pair p(k, job_for(k, 14));
+  auto& b = static_cast<TcpTransport&>(*p.b.t);
+  REQUIRE(b.shares());
+  p.connect();
+  one_message(p, 100, true, 141);  // rank 1 has identified rank 0's socket, and sends over it
+  // Rank 1 holds rank 0 back (its unexpected bytes at their bound): rank 0's
+  // messages stay unread on the one socket between them...
+  p.b.holding = true;
+  std::vector<std::uint8_t> small(1000, 7), got_small(1000);
+  Request s1, r1;
+  prepare(s1, 1, 12, small.data(), small.size());
+  p.a.post_send(s1);
+  for (int i = 0; i < 50; ++i) {
+    p.a.progress();
+    p.b.progress();
+  }
+  CHECK(p.b.unexpected() == 0);
+  // ... yet a rendezvous send of rank 1's gets its CTS over that socket.
+  auto data = pattern(300u << 10, 142);
+  std::vector<std::uint8_t> got((300u << 10) + 16);
+  Request s2, r2;
+  prepare(s2, 0, 13, data.data(), data.size());
+  prepare(r2, 1, 13, got.data(), got.size());
+  p.a.post_recv(r2);
+  p.b.post_send(s2);
+  run_until({&p.a, &p.b}, [&] { return s2.done.load() && r2.done.load(); });
+  REQUIRE_FALSE(r2.error);
+  CHECK(std::memcmp(got.data(), data.data(), data.size()) == 0);
+  // Let go: rank 0's message comes in.
+  p.b.holding = false;
+  p.b.t->resume();
+  prepare(r1, 0, 12, got_small.data(), got_small.size());
+  p.b.post_recv(r1);
+  run_until({&p.a, &p.b}, [&] { return r1.done.load(); });
+  REQUIRE_FALSE(r1.error);
+  CHECK(got_small == small);
+}
+
 // A host-mate that left on a failure and exited before any message passed
 // between us: its word (the rank it left because of) is read only if its
 // segment was kept while it lived (keep_word_of, at init). Chaos found the

@@ -171,8 +171,14 @@ void Connection::update_interest() {
 // one the peer switched away from (a goodbye's socket among them): what
 // comes on it is a CTS or a goodbye, which must come in.
 bool Connection::hold_back() {
-  if (peer_ < 0 || auth_ != Auth::Done || hung_up_ || draining_ || switched_away_) return false;
-  if (!awaiting_switch_ && ((dialed_ && !t_.shares()) || !t_.hold_back(peer_))) return false;
+  if (peer_ < 0 || auth_ != Auth::Done) return false;
+  // Past FOLLOWS nothing is read before the SWITCH on the old socket, even
+  // on a socket that hung up or whose peer broke: its messages would be
+  // matched before earlier ones (the old socket is read to its end too).
+  if (!awaiting_switch_) {
+    if (hung_up_ || draining_ || switched_away_) return false;
+    if ((dialed_ && !t_.shares()) || !t_.hold_back(peer_)) return false;
+  }
   if (!held_) {
     held_ = true;
     t_.host().mod_fd(fd_.get(), this, want_out_ ? EPOLLOUT : 0u);
@@ -374,6 +380,7 @@ void Connection::handle_header() {
     case wire::FrameType::Bye:
       bye_received_ = true;
       bye_word_ = h.id2;
+      if (bye_carried()) t_.note_shares(peer_);  // only a rank that shares says so
       t_.heard_goodbye(peer_, h.id);
       return;
     case wire::FrameType::Switch:

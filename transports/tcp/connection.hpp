@@ -71,6 +71,8 @@ class Connection final : public EventSource {
   // Names this connection in Unexpected::channel (never reused).
   std::uint64_t id() const { return id_; }
   bool idle() const { return qcount_ == 0; }
+  // The challenge-response is over (or the job has none): frames may go.
+  bool authenticated() const { return auth_ == Auth::Done; }
   // False once a frame was dropped partly written (drain_queue).
   bool in_step() const { return !mid_frame_; }
   // The socket's far end (getpeername): for a dialed connection, the peer's

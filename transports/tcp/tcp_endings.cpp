@@ -117,9 +117,10 @@ void TcpTransport::connection_closed_cleanly(Connection& c) {
       ending_[p] = c.bye_has_data() ? Ending::DataOwed : Ending::Left;
     }
     if (ending_[p] == Ending::DataOwed && data_ended_[p]) ending_[p] = Ending::Left;
-    if (ending_[p] != Ending::Left && !shares_with_[p]) {
+    // (Sockets not yet identified may be its own.)
+    if (ending_[p] == Ending::None && !shares_with_[p]) {
       for (auto& o : conns_)
-        if (o->peer() == peer) return;
+        if (o->peer() == peer || o->peer() < 0) return;
       ending_[p] = Ending::Left;
     }
     if (ending_[p] != Ending::Left) return;
@@ -252,12 +253,18 @@ void TcpTransport::shutdown() {
     const auto p = static_cast<std::size_t>(c->peer());
     if (c->dialed() && !listener[p]) listener[p] = c->far_end();
     if (!listener[p]) listener[p] = listeners_[p];
+    // A socket still proving the secret would fail the proof on a BYE
+    // (the peer drops it, unidentified): it is left to end.
+    if (!c->authenticated()) continue;
     if (!c->idle() || !c->in_step()) {
       owed[p] = 1;
       continue;
     }
     try {
-      carried.id2 = 1 | (stripes_[p].empty() ? 0 : 2);
+      // Bit 1 only where that socket can say goodbye too.
+      const bool data = std::any_of(stripes_[p].begin(), stripes_[p].end(),
+                                    [](const Connection* s) { return s->authenticated() && !s->closed(); });
+      carried.id2 = 1 | (data ? 2 : 0);
       net::write_all(c->fd(), out_[p] == c.get() && shared_ ? &carried : &bye, sizeof bye, d, "peer");
       told[p] = 1;
     } catch (const Error&) {

@@ -350,6 +350,14 @@ void TcpTransport::send(Request& r) {
   }
   r.token = next_token_++;
   rts_out_[r.token] = &r;
+  // Sharing, its CTS comes on a socket that may be held back (the bound on
+  // unexpected bytes): hold_back() now lets it read, once it reads again.
+  if (shared_) {
+    std::vector<Connection*> theirs;  // (reading may retire one: conns_ changes)
+    for (auto& o : conns_)
+      if (o->peer() == r.peer) theirs.push_back(o.get());
+    for (Connection* o : theirs) o->resume();
+  }
   auto h = wire::make_header(wire::FrameType::Rts, r.env.ctx, r.env.tag, r.bytes, r.token);
   h.reserved = r.env.dtype;
   h.reserved2 = r.env.shape;

@@ -121,6 +121,7 @@ class TcpTransport final : public Transport, private EventSource {
   void take_carrier(Connection& c);
   void on_switch(Connection& c, const wire::FrameHeader& h);
   void on_follows(Connection& c);
+  void note_shares(int peer) { shares_with_[static_cast<std::size_t>(peer)] = 1; }
   // The job's secret, or null (auth.hpp); and the label each side's proof
   // is made under, bound to the HELLO's job, rank and world.
   const auth::Secret* secret() const { return secret_.get(); }

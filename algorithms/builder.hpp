@@ -83,6 +83,14 @@ class PlanBuilder {
     if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps)));
   }
+  // dst = acc (op) received: the first reduction into a span of Output
+  // whose contribution is still in Input (a reads_input plan).
+  int recv_reduce_with(int r, int peer, Span acc, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
+    Step s = make(StepKind::RecvReduce, peer, received_[idx(peer, r)]++, {}, dst, std::move(deps));
+    s.acc = acc;
+    return add(r, std::move(s));
+  }
   int copy(int r, Span src, Span dst, Deps deps = {}) {
     if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Copy, -1, 0, src, dst, std::move(deps)));
@@ -215,6 +223,9 @@ inline int recv_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
 }
 inline int recv_reduce_piece(PlanBuilder& b, int r, int peer, Span s, Deps deps = {}) {
   return s.count > 0 ? b.recv_reduce(r, peer, s, std::move(deps)) : -1;
+}
+inline int recv_reduce_piece_with(PlanBuilder& b, int r, int peer, Span acc, Span s, Deps deps = {}) {
+  return s.count > 0 ? b.recv_reduce_with(r, peer, acc, s, std::move(deps)) : -1;
 }
 inline int copy_piece(PlanBuilder& b, int r, Span src, Span dst, Deps deps = {}) {
   return src.count > 0 ? b.copy(r, src, dst, std::move(deps)) : -1;

@@ -112,7 +112,8 @@ double ring_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const double step = c * net.round(m / c, [&](int r) { return ring_next(r, n); });
   const double full = std::min(1.0, static_cast<double>(a.count) / n);  // blocks that are not empty
   const double lone = 2 * loop(net, net.bytes(1)) + n * net.gamma(net.bytes(1));
-  return contract(net, a) + std::max(full * (2 * (n - 1) * step + (n - 1) * net.gamma(m)), full < 1 ? lone : 0.0);
+  // It reads its Input itself (ring.cpp): no contract copy.
+  return std::max(full * (2 * (n - 1) * step + (n - 1) * net.gamma(m)), full < 1 ? lone : 0.0);
 }
 double ring_reducescatter_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
@@ -158,7 +159,7 @@ double halving_doubling_allreduce_estimate(const PlanArgs& a, const LinkCosts& l
   // Halving (reducing) then doubling: at distance d each moves S*d/p.
   const double halves = doubling(net, s, 0, true, [&](int d) { return s * d / p; });
   const double doubles = doubling(net, 0, s, false, [&](int d) { return s * d / p; });
-  return contract(net, a) + halves + doubles;
+  return halves + doubles;  // it reads its Input itself: no contract copy
 }
 double halving_doubling_reducescatter_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
@@ -301,6 +302,9 @@ double pipeline(double slices, std::initializer_list<double> stages) {
 }
 // A message between hosts while all k ranks of each host send one at once.
 double across_shared(const Net& net, double bytes) { return net.across(bytes * net.per_host()); }
+// The two-level all-reduce reads its Input: only the rank alone on its host,
+// which receives nothing inside, copies its contribution into Output.
+double lone_copy(const Net& net, const PlanArgs& a) { return net.per_host() == 1 ? contract(net, a) : 0.0; }
 }  // namespace
 
 double hierarchical_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
@@ -310,7 +314,7 @@ double hierarchical_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const double in_rs = (k - 1) * (net.inside(b) + net.gamma(b));
   const double ring = h > 1 ? 2 * (h - 1) * across_shared(net, b / h) + (h - 1) * net.gamma(b / h) : 0;
   const double in_ag = (k - 1) * net.inside(b);
-  return contract(net, a) + pipeline(slices, {in_rs, ring, in_ag});
+  return lone_copy(net, a) + pipeline(slices, {in_rs, ring, in_ag});
 }
 // The crossing as a halving-doubling among the H owners of a block, all k
 // owners of a host crossing at once; hosts above the largest power of two
@@ -323,7 +327,7 @@ double hierarchical_hd_allreduce_estimate(const PlanArgs& a, const LinkCosts& l)
   double hd = h > p ? 2 * across_shared(net, b) + net.gamma(b) : 0;
   for (int d = p / 2; d >= 1; d /= 2) hd += 2 * across_shared(net, b * d / p) + net.gamma(b * d / p);
   const double in_ag = (k - 1) * net.inside(b);
-  return contract(net, a) + pipeline(slices, {in_rs, hd, in_ag});
+  return lone_copy(net, a) + pipeline(slices, {in_rs, hd, in_ag});
 }
 double hierarchical_reducescatter_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);

@@ -20,11 +20,14 @@ Plan halving_doubling_reducescatter(const PlanArgs& args);
 // The halving-doubling all-reduce of `data` among `members` (group ranks),
 // where ready[i] (or -1; empty: none) must precede member i's use of it;
 // returns per member the steps after which its copy is final (for the
-// members the builder keeps). The flat algorithm runs it among every rank,
-// hierarchical_hd among one rank per host.
+// members the builder keeps). `from` (empty: data itself) is where each
+// member's contribution lies, read until its first reduction writes data
+// (the flat algorithm passes Input; the rest of data needs no value before).
+// The flat algorithm runs it among every rank, hierarchical_hd among one
+// rank per host.
 class PlanBuilder;
 std::vector<std::vector<std::int32_t>> halving_doubling_among(PlanBuilder& b, const std::vector<int>& members, Span data,
-                                                              const std::vector<int>& ready);
+                                                              const std::vector<int>& ready, Span from = {});
 Plan bruck_allgather(const PlanArgs& args);
 Plan bruck_alltoall(const PlanArgs& args);
 bool bruck_alltoall_supports(const PlanArgs& args);

@@ -21,8 +21,11 @@
 //
 // AllReduce splits the c elements into p nearly equal blocks (builder's
 // block()); when c < p some blocks are empty, and messages of empty ranges
-// are left out on both sides. It works in Output only: in a halving round the
-// send reads one half while RecvReduce writes the other.
+// are left out on both sides. In a halving round the send reads one half
+// while RecvReduce writes the other. It reads the contribution from Input
+// (reads_input): the fold-in, or else the first round, combines Input with
+// what arrives and writes Output, and from then on everything is in Output,
+// so Output needs no copy of Input first.
 //
 // ReduceScatter (Input[n*c] read-only, Output[c]) has n blocks of exactly c
 // elements and p ranks: rank i of the power-of-two set carries blocks i and,
@@ -61,9 +64,13 @@ struct Rounds {
 }  // namespace
 
 std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>& members, Span data,
-                                         const std::vector<int>& ready) {
+                                         const std::vector<int>& ready, Span from) {
   const int n = static_cast<int>(members.size()), p = pow2_floor(n);
   const std::int64_t c = data.count;
+  if (from.count == 0) from = data;
+  // The contribution's copy of a range of data: where a member reads it
+  // until its first reduction has written data.
+  auto source = [&](Span s) { return Span{from.buf, from.offset + (s.offset - data.offset), s.count}; };
   std::vector<Deps> done(static_cast<std::size_t>(n));
   auto at = [&](int i) { return static_cast<std::size_t>(i); };
   auto start = [&](int i) { return ready.empty() ? -1 : ready[at(i)]; };
@@ -84,13 +91,18 @@ std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>&
     if (!b.keeps(r)) continue;
     if (i >= p) {  // extra member: hand the vector to member i-p, get the result back
       const int peer = members[at(i - p)];
-      const int sent = b.send(r, peer, data, {start(i)});
-      done[at(i)] = {b.recv(r, peer, data, {sent})};  // overwrites what the send reads
+      const int sent = b.send(r, peer, from, {start(i)});
+      done[at(i)] = {b.recv(r, peer, data, {sent})};  // in place it overwrites what the send reads
       continue;
     }
     Rounds rounds;
     rounds.prev = {start(i)};
-    if (i + p < n) rounds.add(b.recv_reduce(r, members[at(i + p)], data, rounds.prev));
+    // Until a reduction writes data, the member's values are in `from`.
+    bool in_from = true;
+    if (i + p < n) {
+      rounds.add(b.recv_reduce_with(r, members[at(i + p)], from, data, rounds.prev));
+      in_from = false;
+    }
     rounds.next();
 
     // Reduce-scatter by recursive halving: the window [lo, lo + 2d) halves.
@@ -99,9 +111,13 @@ std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>&
       const int peer = members[at(i ^ d)];
       const int keep = (i & d) ? lo + d : lo, give = (i & d) ? lo : lo + d;
       const Span g = blocks(give, give + d), k = blocks(keep, keep + d);
-      if (g.count > 0) rounds.add(b.send(r, peer, g, rounds.prev));
-      if (k.count > 0) rounds.add(b.recv_reduce(r, peer, k, rounds.prev));
+      // The first round sends from `from` and combines it with what comes
+      // into data; the half given away is never read from data again (the
+      // all-gather overwrites it), so it needs no copy.
+      if (g.count > 0) rounds.add(b.send(r, peer, in_from ? source(g) : g, rounds.prev));
+      if (k.count > 0) rounds.add(b.recv_reduce_with(r, peer, in_from ? source(k) : k, k, rounds.prev));
       rounds.next();
+      in_from = false;
       lo = keep;
     }
     // Now lo == i: member i holds block i reduced over all members.
@@ -122,9 +138,10 @@ std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>&
 
 Plan halving_doubling_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "halving_doubling");
+  if (reads_input_trivial(b)) return b.finish();
   std::vector<int> everyone(static_cast<std::size_t>(args.nranks));
   for (int r = 0; r < args.nranks; ++r) everyone[static_cast<std::size_t>(r)] = r;
-  halving_doubling_among(b, everyone, out(0, args.count), {});
+  halving_doubling_among(b, everyone, out(0, args.count), {}, in(0, args.count));
   return b.finish();
 }
 

@@ -166,8 +166,14 @@ namespace {
 // halving_doubling_among): same arguments, same result.
 using Across = std::vector<Deps> (*)(PlanBuilder&, const std::vector<int>&, Span, const std::vector<int>&);
 
+// It reads the contribution from Input (reads_input): inside, every rank
+// sends its blocks from Input, and an owner's first reduction of a block
+// combines its own Input with what arrives; an owner that received nothing
+// inside (the only rank of its host) copies its block before the crossing.
+// Output then needs no copy of the whole Input first.
 Plan two_level_allreduce(const PlanArgs& args, const char* name, Across across) {
   PlanBuilder b(args, name);
+  b.reads_input();
   const Hosts hs = hosts_of(args);
   const int n = args.nranks, nh = hs.count(), k_blocks = hs.largest();
   const std::int64_t slices = num_slices(args, args.count, k_blocks);
@@ -179,6 +185,7 @@ Plan two_level_allreduce(const PlanArgs& args, const char* name, Across across) 
       const Block kb = block(range.count, k_blocks, k);
       return out(range.offset + kb.offset, kb.count);
     };
+    auto input = [](Span s) { return in(s.offset, s.count); };
     // Per block, per host: the owner's last inside reduction; per block, per
     // rank: its inside send, which the final receive must follow.
     std::vector<std::vector<int>> ready(nk, std::vector<int>(static_cast<std::size_t>(nh), -1));
@@ -197,16 +204,23 @@ Plan two_level_allreduce(const PlanArgs& args, const char* name, Across across) 
     // 1. Inside: every rank sends block k to its host's owner of it, which
     //    reduces the arrivals one after another.
     rotation([&](int h, int r, int k) {
-      sent_in[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)] = b.send(r, hs.member(h, k), blk(k));
+      sent_in[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)] = b.send(r, hs.member(h, k), input(blk(k)));
       int& rd = ready[static_cast<std::size_t>(k)][static_cast<std::size_t>(h)];
-      rd = b.recv_reduce(hs.member(h, k), r, blk(k), {rd});
+      // The first arrival meets the owner's own contribution, in Input.
+      rd = rd < 0 ? b.recv_reduce_with(hs.member(h, k), r, input(blk(k)), blk(k))
+                  : b.recv_reduce(hs.member(h, k), r, blk(k), {rd});
     });
     // 2. Across: the owners of block k (one per host) all-reduce it.
     std::vector<std::vector<Deps>> final_at(nk);
     for (int k = 0; k < k_blocks; ++k) {
       if (blk(k).count == 0) continue;
       std::vector<int> owners;
-      for (int h = 0; h < nh; ++h) owners.push_back(hs.member(h, k));
+      for (int h = 0; h < nh; ++h) {
+        owners.push_back(hs.member(h, k));
+        // Nothing reduced into it inside: the owner's block is still in Input.
+        int& rd = ready[static_cast<std::size_t>(k)][static_cast<std::size_t>(h)];
+        if (rd < 0) rd = b.copy(owners.back(), input(blk(k)), blk(k));
+      }
       final_at[static_cast<std::size_t>(k)] = across(b, owners, blk(k), ready[static_cast<std::size_t>(k)]);
     }
     // 3. Inside: each owner hands its final block to the rest of its host.
@@ -228,7 +242,10 @@ Plan hierarchical_allreduce(const PlanArgs& args) { return two_level_allreduce(a
 // a power-of-two number of hosts (the folded hosts of others send theirs
 // twice). The choice for many hosts.
 Plan hierarchical_hd_allreduce(const PlanArgs& args) {
-  return two_level_allreduce(args, "hierarchical_hd", halving_doubling_among);
+  return two_level_allreduce(args, "hierarchical_hd",
+                             [](PlanBuilder& b, const std::vector<int>& owners, Span data, const std::vector<int>& ready) {
+                               return halving_doubling_among(b, owners, data, ready);
+                             });
 }
 
 // ReduceScatter: block d (Input[d*c, (d+1)*c)) must end reduced in rank d's

@@ -173,8 +173,11 @@ std::string to_string(const Step& s) {
       line += fmt::format(" -> {:<3} slot {:<3} {}", s.peer, s.slot, span_text(s.src));
       break;
     case StepKind::Recv:
+      line += fmt::format(" <- {:<3} slot {:<3} {}", s.peer, s.slot, span_text(s.dst));
+      break;
     case StepKind::RecvReduce:
       line += fmt::format(" <- {:<3} slot {:<3} {}", s.peer, s.slot, span_text(s.dst));
+      if (s.acc.count > 0) line += fmt::format(" = {} op received", span_text(s.acc));
       break;
     case StepKind::Copy:
     case StepKind::Reduce:

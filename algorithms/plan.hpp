@@ -30,7 +30,10 @@
 // Step semantics (peers are group ranks):
 //   Send        send src to peer;
 //   Recv        receive from peer into dst;
-//   RecvReduce  receive from peer, dst = dst (op) received;
+//   RecvReduce  receive from peer, dst = acc (op) received; acc is a local
+//               span of dst's count, or empty (the default) for dst itself:
+//               Input there spares a reads_input plan the copy of the
+//               contribution into Output;
 //   Copy        dst = src (local);
 //   Reduce      dst = dst (op) src (local).
 // A Send and a Recv/RecvReduce match when (sender, receiver, slot) are equal;
@@ -117,9 +120,13 @@ struct Step {
   std::int32_t slot = 0;  // message/signal id between (sender, receiver)
   Span src;           // Send, Copy, Reduce, Put; Get/GetReduce: the peer's span
   Span dst;           // Recv, RecvReduce, Copy, Reduce, Get, GetReduce; Put: the peer's span
-  Span acc;           // GetReduce only: the local operand (may equal dst)
+  Span acc;           // GetReduce, RecvReduce: the local operand (may equal dst; empty: dst)
   std::vector<std::int32_t> deps;
 };
+
+// The local operand a GetReduce or RecvReduce combines with: acc, or dst
+// where acc is empty (a RecvReduce that accumulates in place).
+inline const Span& operand(const Step& s) { return s.acc.count > 0 ? s.acc : s.dst; }
 
 struct RankPlan {
   std::vector<Step> steps;

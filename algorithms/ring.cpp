@@ -61,14 +61,22 @@ Span block_chunk(std::int64_t count, int n, int blk, std::int64_t chunks, std::i
 //   Reduce-scatter step s: rank r sends block r-s, receives block r-s-1 and
 //   reduces it into its own; after n-1 steps rank r holds block r+1 reduced.
 //   All-gather step s: rank r sends block r+1-s, receives block r-s (final).
+// It reads the contribution from Input (reads_input): step 0 sends block r
+// from there, and each reduction combines a block's Input with what arrives
+// and writes Output (every block is reduced once, the first time this rank
+// touches it); block r, never reduced here, is filled by the all-gather. So
+// Output needs no copy of Input first: out of place, that copy of the whole
+// vector cost as much as a third of a 2-rank call over TCP.
 Plan ring_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "ring");
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   const std::int64_t chunks = num_chunks(args, block(c, n, 0).count, kMaxChunksPerBlock);
   auto piece = [&](int blk, std::int64_t j) {
     return block_chunk(c, n, ring_index(blk, n), chunks, j);
   };
+  auto input = [&](Span s) { return in(s.offset, s.count); };
 
   const auto nchunks = static_cast<std::size_t>(chunks);
   for (int r : b.ranks()) {
@@ -84,9 +92,14 @@ Plan ring_allreduce(const PlanArgs& args) {
     for (int s = 0; s < n - 1; ++s) {
       for (std::int64_t j = 0; j < chunks; ++j) {
         int& g = got[static_cast<std::size_t>(j)];
-        rs_sent[at(s, j)] = send_piece(b, r, next, piece(r - s, j), {g});
-        // Block r-s-1 is untouched so far on this rank: nothing to wait for.
-        g = recv_reduce_piece(b, r, prev, piece(r - s - 1, j));
+        // Step 0 sends the rank's own contribution, later steps what the
+        // step before reduced.
+        const Span own = piece(r - s, j);
+        rs_sent[at(s, j)] = send_piece(b, r, next, s == 0 ? input(own) : own, {g});
+        // Block r-s-1 is untouched so far on this rank: nothing to wait for,
+        // and its contribution is still in Input.
+        const Span blk = piece(r - s - 1, j);
+        g = recv_reduce_piece_with(b, r, prev, input(blk), blk);
       }
     }
     for (int s = 0; s < n - 1; ++s) {

@@ -330,6 +330,18 @@ class Verifier {
       }
   }
 
+  // A GetReduce's or RecvReduce's acc: a local span of dst's count.
+  void check_operand(int r, int i, const Step& s) {
+    check_span(r, i, s.acc, "operand", false);
+    if (s.acc.count != s.dst.count)
+      reject("{}: operand has {} elements but destination {}", at(r, i), s.acc.count, s.dst.count);
+    // dst = acc op src element by element is safe in place (acc == dst),
+    // not when one is shifted against the other.
+    if (overlap(s.acc, s.dst) && !same_memory(s.acc, s.dst))
+      reject("{}: operand and destination overlap without being the same span{}", at(r, i),
+             aliased_ ? " (input and output are the same memory in place)" : "");
+  }
+
   void check_steps(int r) {
     for (int i = 0; i < nsteps(r); ++i) {
       const Step& s = step(r, i);
@@ -345,6 +357,7 @@ class Verifier {
         case StepKind::RecvReduce:
           check_peer(r, i, s.peer);
           check_span(r, i, s.dst, "destination", true);
+          if (s.kind == StepKind::RecvReduce && s.acc.count > 0) check_operand(r, i, s);
           break;
         case StepKind::Copy:
         case StepKind::Reduce:
@@ -370,16 +383,7 @@ class Verifier {
           if (s.src.count != s.dst.count)
             reject("{}: reads {} elements of rank {} into a destination of {}", at(r, i), s.src.count, s.peer,
                    s.dst.count);
-          if (s.kind == StepKind::GetReduce) {
-            check_span(r, i, s.acc, "operand", false);
-            if (s.acc.count != s.dst.count)
-              reject("{}: operand has {} elements but destination {}", at(r, i), s.acc.count, s.dst.count);
-            // dst = acc op src element by element is safe in place (acc ==
-            // dst), not when one is shifted against the other.
-            if (overlap(s.acc, s.dst) && !same_memory(s.acc, s.dst))
-              reject("{}: operand and destination overlap without being the same span{}", at(r, i),
-                     aliased_ ? " (input and output are the same memory in place)" : "");
-          }
+          if (s.kind == StepKind::GetReduce) check_operand(r, i, s);
           break;
         case StepKind::Put:
           check_peer(r, i, s.peer);
@@ -552,8 +556,11 @@ class Verifier {
       };
       switch (s.kind) {
         case StepKind::Send: add(s.src, false); break;
-        case StepKind::Recv:
-        case StepKind::RecvReduce: add(s.dst, true); break;
+        case StepKind::Recv: add(s.dst, true); break;
+        case StepKind::RecvReduce:
+          if (!same_memory(operand(s), s.dst)) add(operand(s), false);
+          add(s.dst, true);
+          break;
         case StepKind::Copy:
           // A copy onto itself (the in-place pass of a reads_input plan)
           // touches nothing: every runtime skips it.
@@ -1015,7 +1022,7 @@ class Verifier {
     const Step& s = step(snd.rank, snd.step);
     const Step& d = step(rcv.rank, rcv.step);
     Values v = read_written(snd.rank, snd.step, s.src);
-    if (d.kind == StepKind::RecvReduce) v = combine(rcv.rank, rcv.step, d.dst, v);
+    if (d.kind == StepKind::RecvReduce) v = combine(rcv.rank, rcv.step, operand(d), v);
     buffer(rcv.rank, d.dst.buf).write(d.dst.offset, v);
     know(snd.rank, snd.step) = deps_knowledge(snd.rank, snd.step);
     know(rcv.rank, rcv.step) = deps_knowledge(rcv.rank, rcv.step) | know(snd.rank, snd.step);

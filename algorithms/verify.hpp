@@ -5,9 +5,12 @@
 //  1. structure: spans inside their buffers (Input never written), peers in
 //     range and not self, deps pointing to earlier steps of the same rank
 //     (so the graph is acyclic), every Send meeting exactly one
-//     Recv/RecvReduce with the same (sender, receiver, slot) and count;
+//     Recv/RecvReduce with the same (sender, receiver, slot) and count; a
+//     RecvReduce's acc, where given, lies in its own buffers, of dst's count,
+//     either exactly dst or not overlapping it;
 //  2. races: two steps of a rank with no dependency path between them must
-//     not touch overlapping elements of one buffer where either writes;
+//     not touch overlapping elements of one buffer where either writes (a
+//     RecvReduce writes dst and reads acc);
 //  3. semantics: the plan is executed symbolically. Each element holds a
 //     value (a set of contributing ranks plus the element index it is for,
 //     or "unwritten"); reading an unwritten element, combining values for

@@ -381,8 +381,10 @@ struct Runner {
       throw Error(x.code(), fmt::format("{}: {}", call.what, x.what()), x.peer());
     }
     if (s.kind != plan::StepKind::Send && r.received != r.bytes) throw count_mismatch(r);
-    if (s.kind == plan::StepKind::RecvReduce)
-      reduction::reduce_into(ptr(s.dst), r.buf, s.dst.count, call.dtype, call.op);
+    if (s.kind == plan::StepKind::RecvReduce) {
+      if (s.acc.count > 0) reduction::reduce3(ptr(s.dst), ptr(s.acc), r.buf, s.dst.count, call.dtype, call.op);
+      else reduction::reduce_into(ptr(s.dst), r.buf, s.dst.count, call.dtype, call.op);
+    }
     finish(i);
   }
 

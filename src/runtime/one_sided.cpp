@@ -429,7 +429,8 @@ struct OneSidedRunner {
         gather_lines(ts.gather.data(), msg, bytes);
         src = ts.gather.data();
       }
-      reduction::reduce_into(ptr(s.dst), src, s.dst.count, call.dtype, call.op);
+      if (s.acc.count > 0) reduction::reduce3(ptr(s.dst), ptr(s.acc), src, s.dst.count, call.dtype, call.op);
+      else reduction::reduce_into(ptr(s.dst), src, s.dst.count, call.dtype, call.op);
     } else if (bytes) {
       gather_lines(ptr(s.dst), msg, bytes);
     }

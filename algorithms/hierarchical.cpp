@@ -323,8 +323,11 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
 // there with r's local index (mod its size), and is then shared inside
 // every host by the rank that has it. Each host sends (its ranks) * c * (H-1)
 // elements across, the least possible.
+// Every rank sends its own block from Input (reads_input) and copies it
+// into its place in Output last, while its sends drain.
 Plan hierarchical_allgather(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
+  b.reads_input();
   const Hosts hs = hosts_of(args);
   const int n = args.nranks;
   const std::int64_t c = args.count;
@@ -336,6 +339,7 @@ Plan hierarchical_allgather(const PlanArgs& args) {
     if (range.count == 0) continue;
     for (int q = 0; q < n; ++q) {
       const Span blk = out(static_cast<std::int64_t>(q) * c + range.offset, range.count);
+      const Span own = in(range.offset, range.count);  // q's copy of it
       // A slice visits the hosts where its rank has steps: its own, and
       // every host where its own block q crosses to.
       for (int h : b.keeps(q) ? all_hosts : inside) {
@@ -343,17 +347,19 @@ Plan hierarchical_allgather(const PlanArgs& args) {
         int holder = q, arrived = -1;
         if (h != hs.host[static_cast<std::size_t>(q)]) {
           holder = hs.member(h, hs.local[static_cast<std::size_t>(q)]);
-          b.send(q, holder, blk);
+          b.send(q, holder, own);
           arrived = b.recv(holder, q, blk);
         }
         for (int r : hs.members[static_cast<std::size_t>(h)]) {
           if (r == holder) continue;
-          b.send(holder, r, blk, {arrived});
+          b.send(holder, r, holder == q ? own : blk, {arrived});
           b.recv(r, holder, blk);
         }
       }
     }
   }
+  if (c > 0)
+    for (int r : b.ranks()) b.copy(r, in(0, c), out(static_cast<std::int64_t>(r) * c, c));
   return b.finish();
 }
 

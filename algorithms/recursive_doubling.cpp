@@ -82,21 +82,29 @@ Plan recursive_doubling_allgather(const PlanArgs& args) {
     return std::array<Span, 2>{out(lo * c, (hi - lo) * c), out((p + lo) * c, extras * c)};
   };
 
+  b.reads_input();
   for (int r : b.ranks()) {
+    const Span own = out(r * c, c);
     if (r >= p) {  // extra rank: give rank r-p our block, receive all the others
       b.send(r, r - p, in(0, c));
       b.recv(r, r - p, out(0, r * c));
       if (r + 1 < n) b.recv(r, r - p, out((r + 1) * c, (n - r - 1) * c));
+      b.copy(r, in(0, c), own);
       continue;
     }
     // Every receive lands in a range nothing has touched yet, so all are
     // posted at once; each send waits for the receives that filled what it sends.
+    // The first round sends the own block from Input; the copy of it into
+    // Output, which later rounds send as part of a larger range, runs while
+    // that round's messages travel.
     Deps filled;
     if (r < e) filled.push_back(b.recv(r, r + p, out((r + p) * c, c)));
+    const int copied = b.copy(r, in(0, c), own);
     for (int d = 1; d < p; d <<= 1) {
       const int peer = r ^ d, mine = r & ~(d - 1), theirs = mine ^ d;
       for (Span s : owned(mine, mine + d))
-        if (s.count > 0) b.send(r, peer, s, filled);
+        if (s.count > 0) b.send(r, peer, d == 1 && s.offset == own.offset ? in(0, c) : s, filled);
+      if (d == 1) filled.push_back(copied);
       for (Span s : owned(theirs, theirs + d))
         if (s.count > 0) filled.push_back(b.recv(r, peer, s));
     }

@@ -166,8 +166,12 @@ Plan ring_reducescatter(const PlanArgs& args) {
 
 // AllGather: step s, rank r forwards block r-s (its own at step 0) and
 // receives block r-s-1, which it forwards at the next step.
+// It reads its own block from Input (reads_input): step 0 sends it from
+// there, and the copy into its place in Output is the rank's last step,
+// which runs while the sends drain instead of before the first one.
 Plan ring_allgather(const PlanArgs& args) {
   PlanBuilder b(args, "ring");
+  b.reads_input();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   const std::int64_t chunks = num_chunks(args, c, kMaxChunksPerBlock);
@@ -182,10 +186,12 @@ Plan ring_allgather(const PlanArgs& args) {
     for (int s = 0; s < n - 1; ++s) {
       for (std::int64_t j = 0; j < chunks; ++j) {
         auto& g = got[static_cast<std::size_t>(j)];
-        send_piece(b, r, next, piece(r - s, j), {g});
+        const Block ch = block(c, chunks, j);
+        send_piece(b, r, next, s == 0 ? in(ch.offset, ch.count) : piece(r - s, j), {g});
         g = recv_piece(b, r, prev, piece(r - s - 1, j));
       }
     }
+    copy_piece(b, r, in(0, c), out(static_cast<std::int64_t>(r) * c, c));
   }
   return b.finish();
 }

@@ -73,19 +73,30 @@ Plan tree_broadcast(const PlanArgs& args) {
   return b.finish();
 }
 
-// Reduce: fold in the children's partial results, nearest (earliest ready)
-// first, then pass the subtree's result to the parent. The folds write the
-// same memory, so they run one after another.
+// Folds in the partial results of `kids` (group ranks), nearest (earliest
+// ready) first; the folds write the same memory, so they run one after
+// another. The first combines the rank's own contribution, in Input, with
+// what arrives (reads_input), so a leaf sends straight from Input. Returns
+// the last fold and the span that then holds the subtree's result.
+std::pair<int, Span> fold_in(PlanBuilder& b, int r, const std::vector<int>& kids, std::int64_t c) {
+  int last = -1;
+  for (int kid : kids)
+    last = last < 0 ? b.recv_reduce_with(r, kid, in(0, c), out(0, c)) : b.recv_reduce(r, kid, out(0, c), {last});
+  return {last, kids.empty() ? in(0, c) : out(0, c)};
+}
+
+// Reduce: fold in the children's partial results, then pass the subtree's
+// result to the parent.
 Plan tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "tree");
+  if (reads_input_trivial(b)) return b.finish();
   const Tree t{args.nranks, args.root};
-  const Span all = out(0, args.count);
   for (int r : b.ranks()) {
     const int v = t.rel(r);
-    if (all.count == 0) continue;
-    int last = -1;
-    for (int kid : t.children(v)) last = b.recv_reduce(r, t.rank(kid), all, {last});
-    if (v > 0) b.send(r, t.rank(t.parent(v)), all, {last});
+    std::vector<int> kids;
+    for (int kid : t.children(v)) kids.push_back(t.rank(kid));
+    const auto [last, sum] = fold_in(b, r, kids, args.count);
+    if (v > 0) b.send(r, t.rank(t.parent(v)), sum, {last});
   }
   return b.finish();
 }
@@ -95,14 +106,13 @@ Plan tree_reduce(const PlanArgs& args) {
 // partial up, since both use Output.
 Plan tree_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "tree");
+  if (reads_input_trivial(b)) return b.finish();
   const Tree t{args.nranks, 0};
   const Span all = out(0, args.count);
   for (int r : b.ranks()) {
-    if (all.count == 0) continue;
-    int last = -1;
-    for (int kid : t.children(r)) last = b.recv_reduce(r, kid, all, {last});
+    auto [last, sum] = fold_in(b, r, t.children(r), args.count);
     if (r > 0) {
-      const int up = b.send(r, t.parent(r), all, {last});
+      const int up = b.send(r, t.parent(r), sum, {last});
       last = b.recv(r, t.parent(r), all, {up});
     }
     const auto kids = t.children(r);

@@ -132,11 +132,15 @@ void down(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s, int after) 
 
 // Steps of rank r for one piece going up tree h: fold in the children's
 // partials one after the other (they write the same memory), then send the
-// result to the parent. Returns the last step.
+// result to the parent. Returns the last step. The rank's contribution is
+// in Input (reads_input): the first fold combines it with what arrives, and
+// a leaf sends it from there.
 int up(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s) {
+  const Span mine = in(s.offset, s.count);
   int last = -1;
-  for (int kid : kids(d, h, r)) last = b.recv_reduce(r, kid, s, {last});
-  if (parent(d, h, r) >= 0) last = b.send(r, parent(d, h, r), s, {last});
+  for (int kid : kids(d, h, r))
+    last = last < 0 ? b.recv_reduce_with(r, kid, mine, s) : b.recv_reduce(r, kid, s, {last});
+  if (parent(d, h, r) >= 0) last = b.send(r, parent(d, h, r), last < 0 ? mine : s, {last});
   return last;
 }
 
@@ -159,6 +163,7 @@ Plan double_binary_tree_broadcast(const PlanArgs& args) {
 // Non-roots reduce into their private copy of Output.
 Plan double_binary_tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");
+  if (reads_input_trivial(b)) return b.finish();
   const DoubleTree d = make_trees(args, args.root);
   for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { up(b, d, h, r, s); });
@@ -169,6 +174,7 @@ Plan double_binary_tree_reduce(const PlanArgs& args) {
 // partial a rank sent up, so the receive from the parent waits for that send.
 Plan double_binary_tree_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "double_binary_tree");
+  if (reads_input_trivial(b)) return b.finish();
   const DoubleTree d = make_trees(args, 0);
   for (int r : b.ranks())
     for_each_piece(d, [&](int h, Span s) { down(b, d, h, r, s, up(b, d, h, r, s)); });

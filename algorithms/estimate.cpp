@@ -137,7 +137,7 @@ double ring_broadcast_estimate(const PlanArgs& a, const LinkCosts& l) {
 double ring_reduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
   const double s = net.bytes(a.count), c = pieces(s, kChunk, 512);
-  return contract(net, a) + chain(net, (a.root + 1) % net.ranks(), s, c, net.gamma(s / c));
+  return chain(net, (a.root + 1) % net.ranks(), s, c, net.gamma(s / c));  // reads Input: no copy
 }
 
 // ---- recursive_doubling.cpp, halving_doubling.cpp ----
@@ -218,12 +218,12 @@ double tree_broadcast_estimate(const PlanArgs& a, const LinkCosts& l) {
 double tree_reduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
   const double s = net.bytes(a.count);
-  return contract(net, a) + binomial(net, a.root, net.gamma(s), [&](int) { return s; });
+  return binomial(net, a.root, net.gamma(s), [&](int) { return s; });  // reads Input: no copy
 }
 double tree_allreduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const Net net(a, l);
   const double s = net.bytes(a.count);
-  return contract(net, a) + binomial(net, 0, net.gamma(s), [&](int) { return s; }) +
+  return binomial(net, 0, net.gamma(s), [&](int) { return s; }) +  // reads Input: no copy
          binomial(net, 0, 0, [&](int) { return s; });
 }
 // A subtree of d ranks moves d blocks in one message.
@@ -272,7 +272,7 @@ double two_trees(const PlanArgs& a, const LinkCosts& l, int root, int passes, bo
   // at 13 and 64 ranks).
   const double port = passes * 3 * c * msg;
   const double link = shared * c * l.remote.beta_s_per_byte * b;
-  return contract(net, a) + passes * fill + std::max(port, link);
+  return passes * fill + std::max(port, link);  // the reductions read Input: no copy
 }
 }  // namespace
 double double_binary_tree_broadcast_estimate(const PlanArgs& a, const LinkCosts& l) { return two_trees(a, l, a.root, 1, false); }
@@ -361,7 +361,7 @@ double hierarchical_reduce_estimate(const PlanArgs& a, const LinkCosts& l) {
   const int k = net.per_host(), h = net.hosts();
   const double s = net.bytes(a.count), slices = pieces(s, kSlice * k, 16), b = s / slices / k;
   const double hop = across_shared(net, b) + net.gamma(b), in = (k - 1) * (net.inside(b) + net.gamma(b));
-  return contract(net, a) + in + (h - 1) * hop + slices * std::max(hop, in);
+  return in + (h - 1) * hop + slices * std::max(hop, in);  // reads Input: no copy
 }
 // The tree variants: ceil(log2 H) crossings deep, and the root's host sends
 // each piece across that many times (the busiest link, once per slice).
@@ -374,7 +374,7 @@ double host_tree(const PlanArgs& a, const LinkCosts& l, bool reduce) {
   for (int m = 1; m < h; m *= 2) ++depth;
   const double g = reduce ? net.gamma(b) : 0;
   const double hop = across_shared(net, b) + g, in = (k - 1) * (net.inside(b) + g);
-  return (reduce ? contract(net, a) : 0) + 2 * in + depth * hop + (slices - 1) * std::max(depth * hop, in);
+  return 2 * in + depth * hop + (slices - 1) * std::max(depth * hop, in);  // a reduce reads Input: no copy
 }
 }  // namespace
 double hierarchical_tree_broadcast_estimate(const PlanArgs& a, const LinkCosts& l) { return host_tree(a, l, false); }

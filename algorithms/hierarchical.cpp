@@ -392,12 +392,25 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
   return b.finish();
 }
 
+namespace {
+// The reduce plans read every contribution from Input (reads_input): a rank
+// sends its own piece from there, and a holder's first reduction of a piece
+// (`last` < 0: none yet) combines its own Input with what arrives. A holder
+// that has reduced nothing passes its Input on.
+int fold(PlanBuilder& b, int to, int from, Span piece, int last) {
+  return last < 0 ? b.recv_reduce_with(to, from, in(piece.offset, piece.count), piece)
+                  : b.recv_reduce(to, from, piece, {last});
+}
+Span held(Span piece, int last) { return last < 0 ? in(piece.offset, piece.count) : piece; }
+}  // namespace
+
 // Reduce: the mirror of Broadcast. Every host reduces piece j (one per rank
 // of the root's host) into its rank with index j (mod its size); the partial
 // sums flow host to host along a chain that ends at the root's host, each
 // host adding its own; the root's host then gathers the pieces to the root.
 Plan hierarchical_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
+  if (reads_input_trivial(b)) return b.finish();
   const FromRoot fr(args);
   const int root = fr.root;
   for_each_piece(args, fr.pieces, [&](Span piece, int j) {
@@ -408,19 +421,19 @@ Plan hierarchical_reduce(const PlanArgs& args) {
       int chain = -1;
       for (int r : fr.members(step)) {
         if (r == holder) continue;
-        sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, piece);
-        chain = b.recv_reduce(holder, r, piece, {chain});
+        sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, held(piece, -1));
+        chain = fold(b, holder, r, piece, chain);
       }
       if (prev >= 0) {
-        b.send(prev, holder, piece, {prev_done});
-        chain = b.recv_reduce(holder, prev, piece, {chain});
+        b.send(prev, holder, held(piece, prev_done), {prev_done});
+        chain = fold(b, holder, prev, piece, chain);
       }
       prev = holder;
       prev_done = chain;
     }
     // prev is the root's host's holder of piece j.
     if (prev != root) {
-      b.send(prev, root, piece, {prev_done});
+      b.send(prev, root, held(piece, prev_done), {prev_done});
       b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
     }
   });
@@ -473,6 +486,7 @@ Plan hierarchical_tree_broadcast(const PlanArgs& args) {
 
 Plan hierarchical_tree_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical_tree");
+  if (reads_input_trivial(b)) return b.finish();
   const FromRoot fr(args);
   const int nh = fr.nh, root = fr.root;
   auto holder = [&](int v, int j) { return fr.holder(v, j); };
@@ -482,22 +496,23 @@ Plan hierarchical_tree_reduce(const PlanArgs& args) {
     for (int v = 0; v < nh; ++v)
       for (int r : fr.members(v)) {
         if (r == holder(v, j)) continue;
-        const int sent = b.send(r, holder(v, j), piece);
+        const int sent = b.send(r, holder(v, j), held(piece, -1));
         if (r == root) root_sent = sent;
         int& c = chain[static_cast<std::size_t>(v)];
-        c = b.recv_reduce(holder(v, j), r, piece, {c});
+        c = fold(b, holder(v, j), r, piece, c);
       }
     // Up the tree: the edges in reverse, so a host has heard its subtree first.
     std::vector<std::pair<int, int>> edges;
     host_tree_edges(nh, [&](int from, int to) { edges.emplace_back(from, to); });
     for (auto it = edges.rbegin(); it != edges.rend(); ++it) {
       const auto [parent, child] = *it;
-      b.send(holder(child, j), holder(parent, j), piece, {chain[static_cast<std::size_t>(child)]});
+      const int done = chain[static_cast<std::size_t>(child)];
+      b.send(holder(child, j), holder(parent, j), held(piece, done), {done});
       int& c = chain[static_cast<std::size_t>(parent)];
-      c = b.recv_reduce(holder(parent, j), holder(child, j), piece, {c});
+      c = fold(b, holder(parent, j), holder(child, j), piece, c);
     }
     if (holder(0, j) != root) {
-      b.send(holder(0, j), root, piece, {chain[0]});
+      b.send(holder(0, j), root, held(piece, chain[0]), {chain[0]});
       b.recv(root, holder(0, j), piece, {root_sent});
     }
   });

@@ -221,8 +221,11 @@ Plan ring_broadcast(const PlanArgs& args) {
 // Reduce: the same pipelined chain run backwards into the root,
 // root+1 -> root+2 -> ... -> root. Each rank adds its contribution to chunk
 // j and passes it on; non-roots reduce into their private copy of Output.
+// The chain reads contributions from Input (reads_input): its first rank
+// sends from there, and each other combines its Input with what arrives.
 Plan ring_reduce(const PlanArgs& args) {
   PlanBuilder b(args, "ring");
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks;
   const std::int64_t c = args.count;
   const std::int64_t chunks = num_chunks(args, c, kMaxChunksPerChain);
@@ -232,8 +235,9 @@ Plan ring_reduce(const PlanArgs& args) {
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     for (std::int64_t j = 0; j < chunks; ++j) {
       const Block ch = block(c, chunks, j);
-      const int got = v > 0 ? recv_reduce_piece(b, r, prev, out(ch.offset, ch.count)) : -1;
-      if (v < n - 1) send_piece(b, r, next, out(ch.offset, ch.count), {got});
+      const Span mine = in(ch.offset, ch.count), sum = out(ch.offset, ch.count);
+      const int got = v > 0 ? recv_reduce_piece_with(b, r, prev, mine, sum) : -1;
+      if (v < n - 1) send_piece(b, r, next, v > 0 ? sum : mine, {got});
     }
   }
   return b.finish();

@@ -1,6 +1,7 @@
 // Bad arguments to collectives get clear errors on every rank, not a hang;
 // a correct collective still works afterwards.
 #include <catch2/catch.hpp>
+#include <fmt/core.h>
 
 #include <array>
 #include <chrono>
@@ -70,6 +71,14 @@ TEST_CASE("bad collective arguments fail on every rank with a clear message", "[
     const std::size_t off = rank == 0 ? 1 : static_cast<std::size_t>(rank) * 6 - 1;
     expect_error([&] { braid::all_gather_into_tensor(braid::tensor(big), braid::tensor(big.data() + off, 6)); },
                  ErrorCode::InvalidArgument, "the input overlaps the output but is not this rank's block of it");
+    // The list form: the input may be this rank's own output tensor, no other.
+    std::vector<std::vector<float>> blocks(3, std::vector<float>(6));
+    std::vector<braid::Tensor> list;
+    for (auto& v : blocks) list.push_back(braid::tensor(v));
+    const auto other = static_cast<std::size_t>((rank + 1) % world);
+    expect_error([&] { braid::all_gather(list, list[other]); }, ErrorCode::InvalidArgument,
+                 fmt::format("the input overlaps outputs[{}]; it may only be this rank's own output tensor, outputs[{}]",
+                             other, rank));
     // Input and output that overlap without being one tensor.
     std::vector<float> wide(8, 1.0f);
     expect_error([&] { braid::broadcast(braid::tensor(wide.data() + 1, 6), braid::tensor(wide.data(), 6), 0); },

@@ -97,10 +97,12 @@ std::vector<Deps> halving_doubling_among(PlanBuilder& b, const std::vector<int>&
     }
     Rounds rounds;
     rounds.prev = {start(i)};
-    // Until a reduction writes data, the member's values are in `from`.
-    bool in_from = true;
+    // Until a reduction writes data, the member's values are in `from`
+    // (when that is data itself, plain in-place reductions do).
+    bool in_from = from.buf != data.buf || from.offset != data.offset;
     if (i + p < n) {
-      rounds.add(b.recv_reduce_with(r, members[at(i + p)], from, data, rounds.prev));
+      const int peer = members[at(i + p)];
+      rounds.add(in_from ? b.recv_reduce_with(r, peer, from, data, rounds.prev) : b.recv_reduce(r, peer, data, rounds.prev));
       in_from = false;
     }
     rounds.next();

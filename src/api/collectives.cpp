@@ -146,17 +146,17 @@ Work all_gather_into_tensor(const Tensor& output_arg, const Tensor& input_arg, c
 
 Work all_gather(const std::vector<Tensor>& outputs_arg, const Tensor& input_arg, const OpOptions& o) {
   Call c = make(Collective::AllGather, "all_gather", o);
+  const auto outputs = stage_list(c, outputs_arg, StageDir::Out, "outputs");
+  const Tensor input = stage(c, input_arg, StageDir::In, "input");
   // As all_gather_into_tensor: in place means the input is this rank's
   // output tensor; overlapping any other, the plans (which send the input
   // and copy it into place last) would read it after a peer's block landed.
-  for (std::size_t k = 0; k < outputs_arg.size(); ++k)
-    if (overlaps(input_arg, outputs_arg[k]) &&
-        !(static_cast<int>(k) == c.group->my_rank && input_arg.data == outputs_arg[k].data))
+  // (Checked on what the plan reads: staged device tensors are apart.)
+  for (std::size_t k = 0; k < outputs.size(); ++k)
+    if (overlaps(input, outputs[k]) && !(static_cast<int>(k) == c.group->my_rank && input.data == outputs[k].data))
       fail(ErrorCode::InvalidArgument,
            "{}: the input overlaps outputs[{}]; it may only be this rank's own output tensor, outputs[{}], itself",
            c.what, k, c.group->my_rank);
-  const auto outputs = stage_list(c, outputs_arg, StageDir::Out, "outputs");
-  const Tensor input = stage(c, input_arg, StageDir::In, "input");
   check_tensor(input, "input", c.what);
   const int n = static_cast<int>(c.group->ranks.size());
   c.dtype = input.dtype;

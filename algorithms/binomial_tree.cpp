@@ -75,14 +75,13 @@ Plan tree_broadcast(const PlanArgs& args) {
 
 // Folds in the partial results of `kids` (group ranks), nearest (earliest
 // ready) first; the folds write the same memory, so they run one after
-// another. The first combines the rank's own contribution, in Input, with
-// what arrives (reads_input), so a leaf sends straight from Input. Returns
-// the last fold and the span that then holds the subtree's result.
-std::pair<int, Span> fold_in(PlanBuilder& b, int r, const std::vector<int>& kids, std::int64_t c) {
+// another, and the first combines the rank's own contribution, in Input
+// (fold_in), so a leaf sends straight from Input. Returns the last fold and
+// the span that then holds the subtree's result.
+std::pair<int, Span> fold_kids(PlanBuilder& b, int r, const std::vector<int>& kids, std::int64_t c) {
   int last = -1;
-  for (int kid : kids)
-    last = last < 0 ? b.recv_reduce_with(r, kid, in(0, c), out(0, c)) : b.recv_reduce(r, kid, out(0, c), {last});
-  return {last, kids.empty() ? in(0, c) : out(0, c)};
+  for (int kid : kids) last = fold_in(b, r, kid, out(0, c), last);
+  return {last, folded(out(0, c), last)};
 }
 
 // Reduce: fold in the children's partial results, then pass the subtree's
@@ -95,7 +94,7 @@ Plan tree_reduce(const PlanArgs& args) {
     const int v = t.rel(r);
     std::vector<int> kids;
     for (int kid : t.children(v)) kids.push_back(t.rank(kid));
-    const auto [last, sum] = fold_in(b, r, kids, args.count);
+    const auto [last, sum] = fold_kids(b, r, kids, args.count);
     if (v > 0) b.send(r, t.rank(t.parent(v)), sum, {last});
   }
   return b.finish();
@@ -110,7 +109,7 @@ Plan tree_allreduce(const PlanArgs& args) {
   const Tree t{args.nranks, 0};
   const Span all = out(0, args.count);
   for (int r : b.ranks()) {
-    auto [last, sum] = fold_in(b, r, t.children(r), args.count);
+    auto [last, sum] = fold_kids(b, r, t.children(r), args.count);
     if (r > 0) {
       const int up = b.send(r, t.parent(r), sum, {last});
       last = b.recv(r, t.parent(r), all, {up});

@@ -231,6 +231,18 @@ inline int copy_piece(PlanBuilder& b, int r, Span src, Span dst, Deps deps = {})
   return src.count > 0 ? b.copy(r, src, dst, std::move(deps)) : -1;
 }
 
+// Reductions of a reads_input all-reduce or reduce: a rank's contribution
+// to a span `dst` of Output stays in Input, at the same offset, until the
+// first reduction into dst combines it with what arrives.
+// A reduction into dst of what `peer` sends, after `last`, the previous one
+// into dst (-1: none yet, so the contribution is still in Input).
+inline int fold_in(PlanBuilder& b, int r, int peer, Span dst, int last) {
+  return last < 0 ? b.recv_reduce_with(r, peer, in(dst.offset, dst.count), dst) : b.recv_reduce(r, peer, dst, {last});
+}
+// Where the rank's value of dst is after `last`: Input until a reduction
+// wrote dst.
+inline Span folded(Span dst, int last) { return last < 0 ? in(dst.offset, dst.count) : dst; }
+
 // The cases every reads_input plan (all-reduce: oneshot, twoshot, push,
 // staged; reduce: peer_read; all-gather: staged) handles alike: nothing to
 // do (count 0), or one rank (Output = Input). Marks the plan reads_input;

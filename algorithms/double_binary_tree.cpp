@@ -136,11 +136,9 @@ void down(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s, int after) 
 // in Input (reads_input): the first fold combines it with what arrives, and
 // a leaf sends it from there.
 int up(PlanBuilder& b, const DoubleTree& d, int h, int r, Span s) {
-  const Span mine = in(s.offset, s.count);
   int last = -1;
-  for (int kid : kids(d, h, r))
-    last = last < 0 ? b.recv_reduce_with(r, kid, mine, s) : b.recv_reduce(r, kid, s, {last});
-  if (parent(d, h, r) >= 0) last = b.send(r, parent(d, h, r), last < 0 ? mine : s, {last});
+  for (int kid : kids(d, h, r)) last = fold_in(b, r, kid, s, last);
+  if (parent(d, h, r) >= 0) last = b.send(r, parent(d, h, r), folded(s, last), {last});
   return last;
 }
 

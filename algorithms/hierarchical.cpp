@@ -207,8 +207,7 @@ Plan two_level_allreduce(const PlanArgs& args, const char* name, Across across) 
       sent_in[static_cast<std::size_t>(k)][static_cast<std::size_t>(r)] = b.send(r, hs.member(h, k), input(blk(k)));
       int& rd = ready[static_cast<std::size_t>(k)][static_cast<std::size_t>(h)];
       // The first arrival meets the owner's own contribution, in Input.
-      rd = rd < 0 ? b.recv_reduce_with(hs.member(h, k), r, input(blk(k)), blk(k))
-                  : b.recv_reduce(hs.member(h, k), r, blk(k), {rd});
+      rd = fold_in(b, hs.member(h, k), r, blk(k), rd);
     });
     // 2. Across: the owners of block k (one per host) all-reduce it.
     std::vector<std::vector<Deps>> final_at(nk);
@@ -392,17 +391,10 @@ Plan hierarchical_broadcast(const PlanArgs& args) {
   return b.finish();
 }
 
-namespace {
 // The reduce plans read every contribution from Input (reads_input): a rank
-// sends its own piece from there, and a holder's first reduction of a piece
-// (`last` < 0: none yet) combines its own Input with what arrives. A holder
-// that has reduced nothing passes its Input on.
-int fold(PlanBuilder& b, int to, int from, Span piece, int last) {
-  return last < 0 ? b.recv_reduce_with(to, from, in(piece.offset, piece.count), piece)
-                  : b.recv_reduce(to, from, piece, {last});
-}
-Span held(Span piece, int last) { return last < 0 ? in(piece.offset, piece.count) : piece; }
-}  // namespace
+// sends its own piece from there, a holder's first reduction of a piece
+// combines its own Input with what arrives (fold_in), and a holder that has
+// reduced nothing passes its Input on (folded).
 
 // Reduce: the mirror of Broadcast. Every host reduces piece j (one per rank
 // of the root's host) into its rank with index j (mod its size); the partial
@@ -421,19 +413,19 @@ Plan hierarchical_reduce(const PlanArgs& args) {
       int chain = -1;
       for (int r : fr.members(step)) {
         if (r == holder) continue;
-        sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, held(piece, -1));
-        chain = fold(b, holder, r, piece, chain);
+        sent_in[static_cast<std::size_t>(r)] = b.send(r, holder, folded(piece, -1));
+        chain = fold_in(b, holder, r, piece, chain);
       }
       if (prev >= 0) {
-        b.send(prev, holder, held(piece, prev_done), {prev_done});
-        chain = fold(b, holder, prev, piece, chain);
+        b.send(prev, holder, folded(piece, prev_done), {prev_done});
+        chain = fold_in(b, holder, prev, piece, chain);
       }
       prev = holder;
       prev_done = chain;
     }
     // prev is the root's host's holder of piece j.
     if (prev != root) {
-      b.send(prev, root, held(piece, prev_done), {prev_done});
+      b.send(prev, root, folded(piece, prev_done), {prev_done});
       b.recv(root, prev, piece, {sent_in[static_cast<std::size_t>(root)]});
     }
   });
@@ -496,10 +488,10 @@ Plan hierarchical_tree_reduce(const PlanArgs& args) {
     for (int v = 0; v < nh; ++v)
       for (int r : fr.members(v)) {
         if (r == holder(v, j)) continue;
-        const int sent = b.send(r, holder(v, j), held(piece, -1));
+        const int sent = b.send(r, holder(v, j), folded(piece, -1));
         if (r == root) root_sent = sent;
         int& c = chain[static_cast<std::size_t>(v)];
-        c = fold(b, holder(v, j), r, piece, c);
+        c = fold_in(b, holder(v, j), r, piece, c);
       }
     // Up the tree: the edges in reverse, so a host has heard its subtree first.
     std::vector<std::pair<int, int>> edges;
@@ -507,12 +499,12 @@ Plan hierarchical_tree_reduce(const PlanArgs& args) {
     for (auto it = edges.rbegin(); it != edges.rend(); ++it) {
       const auto [parent, child] = *it;
       const int done = chain[static_cast<std::size_t>(child)];
-      b.send(holder(child, j), holder(parent, j), held(piece, done), {done});
+      b.send(holder(child, j), holder(parent, j), folded(piece, done), {done});
       int& c = chain[static_cast<std::size_t>(parent)];
-      c = fold(b, holder(parent, j), holder(child, j), piece, c);
+      c = fold_in(b, holder(parent, j), holder(child, j), piece, c);
     }
     if (holder(0, j) != root) {
-      b.send(holder(0, j), root, held(piece, chain[0]), {chain[0]});
+      b.send(holder(0, j), root, folded(piece, chain[0]), {chain[0]});
       b.recv(root, holder(0, j), piece, {root_sent});
     }
   });

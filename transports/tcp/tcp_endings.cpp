@@ -261,11 +261,14 @@ void TcpTransport::shutdown() {
       continue;
     }
     try {
-      // Bit 1 only where that socket can say goodbye too.
-      const bool data = std::any_of(stripes_[p].begin(), stripes_[p].end(),
-                                    [](const Connection* s) { return s->authenticated() && !s->closed(); });
-      carried.id2 = 1 | (data ? 2 : 0);
-      net::write_all(c->fd(), out_[p] == c.get() && shared_ ? &carried : &bye, sizeof bye, d, "peer");
+      const bool carries = shared_ && out_[p] == c.get();
+      if (carries) {
+        // Bit 1 only where that socket can say goodbye too.
+        const bool data = std::any_of(stripes_[p].begin(), stripes_[p].end(),
+                                      [](const Connection* s) { return s->authenticated() && !s->closed(); });
+        carried.id2 = 1 | (data ? 2 : 0);
+      }
+      net::write_all(c->fd(), carries ? &carried : &bye, sizeof bye, d, "peer");
       told[p] = 1;
     } catch (const Error&) {
     }

@@ -179,7 +179,10 @@ void StepSchedule::make_ready(std::int32_t i) {
     case plan::StepKind::Reduce:
     case plan::StepKind::Get:
     case plan::StepKind::GetReduce:
-    case plan::StepKind::Put: ready_.push_back(i); return;
+    case plan::StepKind::Put:
+      ready_.push_back(i);
+      std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+      return;
     default: urgent_.push_back(i); return;
   }
 }

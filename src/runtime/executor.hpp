@@ -8,6 +8,8 @@
 // collectives on one group never match each other's messages.
 #pragma once
 
+#include <algorithm>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -90,13 +92,28 @@ class StepSchedule {
   // receives) start before steps that move data: a rank that finds a peer's
   // signal already there must not reduce megabytes before sending its own,
   // while the peer waits for it.
+  // Steps that move data start in plan order, the lowest index first: the
+  // builder writes a pipeline as chunk j's copy, its signal, chunk j+1's...,
+  // so when several chunks become ready at once (a peer's signals found
+  // together), chunk j is moved and announced first. Taking the last made
+  // ready first instead moved them in reverse, and since a pair's signals
+  // are chained, announced none until the last: a 2-rank staged broadcast
+  // of 64 MiB ran in lockstep batches of 16 chunks, one side idle while the
+  // other copied (bench/RESULTS.md section 42).
   template <class Start>
   void start_ready(Start&& start) {
     for (;;) {
-      auto& from = !urgent_.empty() ? urgent_ : ready_;
-      if (from.empty()) return;
-      const auto i = from.back();
-      from.pop_back();
+      std::int32_t i;
+      if (!urgent_.empty()) {
+        i = urgent_.back();
+        urgent_.pop_back();
+      } else if (!ready_.empty()) {
+        std::pop_heap(ready_.begin(), ready_.end(), std::greater<>{});
+        i = ready_.back();
+        ready_.pop_back();
+      } else {
+        return;
+      }
       start(i);
     }
   }
@@ -109,7 +126,8 @@ class StepSchedule {
  private:
   const CompiledPlan* plan_ = nullptr;
   void make_ready(std::int32_t i);
-  std::vector<std::int32_t> waiting_, ready_, urgent_;
+  std::vector<std::int32_t> waiting_, urgent_;
+  std::vector<std::int32_t> ready_;  // a min-heap of step indices
   std::size_t done_ = 0, total_ = 0;
 };
 

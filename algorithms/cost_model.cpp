@@ -103,6 +103,13 @@ class Simulator {
         // costs (push's chunks on host memory).
         if (s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
           work -= 0.5 * c_.copy_s_per_byte * bytes(s.src.count);
+        // Broadcasts are priced in place (contract_copy: none), as torch and
+        // most callers run them: there a root's copy of its Input into the
+        // same span of its Output (a reads_input plan's) is the identity,
+        // which the runtime skips.
+        if (s.kind == StepKind::Copy && p_.coll == Collective::Broadcast && s.src.buf == Buf::Input &&
+            s.dst.buf == Buf::Output && s.src.offset == s.dst.offset)
+          work = 0.0;
         if (machines_) {
           complete(e.rank, e.step, take_cpu(machine(e.rank), e.time, work));
           continue;

@@ -51,8 +51,7 @@ std::vector<Algorithm> build_list() {
       {"oneshot", Collective::Broadcast, oneshot_broadcast, one_sided_only},
       {"peer_read", Collective::Broadcast, peer_read_broadcast, one_sided_only},
       {"split", Collective::Broadcast, split_broadcast, one_sided_only, true, split_broadcast_offered},
-      // Named only: the model prices it faster than split, and it measured slower (staged.cpp).
-      {"staged", Collective::Broadcast, staged_broadcast, staged_supports, false},
+      {"staged", Collective::Broadcast, staged_broadcast, staged_supports},
       {"oneshot", Collective::Reduce, oneshot_reduce, one_sided_only},
       {"peer_read", Collective::Reduce, peer_read_reduce, one_sided_only},
       {"peer_read", Collective::Gather, peer_read_gather, one_sided_only},

@@ -57,19 +57,21 @@
 // which would read it from memory twice); in place that copy is the
 // identity, and the runtime skips it.
 //
-// Broadcast, the same way: the root copies chunk j of its Output into slot
-// j mod S of its Scratch and signals "staged" to every peer; each peer copies
-// the slot into its own Output and, where the root will refill that slot,
-// signals "took". S slots (kBroadcastSlots) let the root stage chunk j+1
-// while the peers still copy chunk j, so the two copies of every byte (into
-// the slot, out of it) run at once on two CPUs, through the shared cache.
-// Against split (peer_read.cpp), which halves the bytes between two copies
-// through the kernel, this makes two whole copies in user space. The kernel's
-// copy runs at about half the speed of memcpy here, so the two should be
-// close, and the cost model prices staged faster; measured, it lost to split
-// at 16 and 64 MiB on 2 ranks (bench/RESULTS.md section 31: the root's copy
-// out of its Output is the bottleneck, its peer waits). So it runs only when
-// named (Algorithm::automatic false).
+// Broadcast, the same way: the root copies chunk j of its Input into slot
+// j mod S of its Scratch, signals "staged" to every peer, and copies the
+// chunk into its own Output while it is in cache (the identity in place);
+// each peer copies the slot into its own Output and, where the root will
+// refill that slot, signals "took". S slots (kBroadcastSlots) let the root
+// stage chunk j+1 while the peers still copy chunk j, so the two copies of
+// every byte (into the slot, out of it) run at once on two CPUs, through the
+// shared cache. Against split (peer_read.cpp), which halves the bytes
+// between two copies through the kernel, this makes two whole copies in
+// user space, where the kernel's copy runs at about half memcpy's speed
+// here. It lost to split until the step schedule started data steps in plan
+// order: before that, chunks made ready together were staged last first and
+// announced only after the last, so root and peer took turns in batches of
+// S chunks (bench/RESULTS.md sections 31 and 42). Since then, 2 ranks, 64
+// MiB in place: 4.3-5.9 ms against split's 6.4-8.1.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -268,7 +270,11 @@ Plan staged_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "staged");
   const int n = args.nranks, root = args.root;
   const std::int64_t c = args.count;
-  if (n == 1 || c == 0) return b.finish();
+  if (n == 1 || c == 0) {
+    b.root_reads_input();
+    return b.finish();
+  }
+  b.reads_input();
   const std::int64_t K = chunks_for(c, args.elem_size, n);
   const std::int64_t S = slots_for(args, K);
   const std::int64_t slot = block(c, K, 0).count;
@@ -294,10 +300,14 @@ Plan staged_broadcast(const PlanArgs& args) {
     if (j >= S)
       for (int q = 0; q < n; ++q)
         if (q != root) free.push_back(roots.wait(q));
-    const int staged = b.copy(root, out(part.offset, part.count), slot_span(j, part.count), std::move(free));
+    const int staged = b.copy(root, in(part.offset, part.count), slot_span(j, part.count), std::move(free));
     filled[static_cast<std::size_t>(j % S)] = staged;
     for (int q = 0; q < n; ++q)
       if (q != root) roots.signal(q, {staged});
+    // The root's own Output, from the chunk it has just read (in cache),
+    // after the signals: out of place the runtime does not copy the whole
+    // Input there first (reads_input); in place the copy is the identity.
+    b.copy(root, in(part.offset, part.count), out(part.offset, part.count), {staged});
     for (int q = 0; q < n; ++q) {
       if (q == root) continue;
       PairChains& mine = peers[static_cast<std::size_t>(q)];

@@ -9,11 +9,13 @@
 //          once and written once. STREAMING 1: the producer writes the
 //          slots with streaming stores, so the chunk goes through DRAM
 //          instead (which the host's slow phase does not slow: RESULTS.md
-//          section 33).
+//          section 33). OUT_STREAMING 1: this process writes its
+//          buffer with streaming stores, as Braid's peers write a large
+//          Output (RESULTS.md section 42).
 // Prints 5 rounds each.
 //
 //   build-*/bench/copy-paths cma [CHUNK_KIB] [THP 0|1]     (defaults 65536, 0)
-//   build-*/bench/copy-paths relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1]   (defaults 256, 4, 0)
+//   build-*/bench/copy-paths relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1] [OUT_STREAMING 0|1]   (defaults 256, 4, 0, 0)
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -92,7 +94,7 @@ __attribute__((target("avx2"))) void stream_copy(char* dst, const char* src, std
   _mm_sfence();
 }
 
-int relay(std::size_t chunk, int slots, bool streaming) {
+int relay(std::size_t chunk, int slots, bool streaming, bool out_streaming) {
   char* shared = static_cast<char*>(
       mmap(nullptr, 4096 + chunk * static_cast<std::size_t>(slots), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return 1;
@@ -121,14 +123,17 @@ int relay(std::size_t chunk, int slots, bool streaming) {
         c->produced.store(seq + 1, std::memory_order_release);
       } else {
         while (c->produced.load(std::memory_order_acquire) <= seq) __builtin_ia32_pause();
-        std::memcpy(buf + static_cast<std::size_t>(i) * chunk, slot, chunk);
+        if (out_streaming)
+          stream_copy(buf + static_cast<std::size_t>(i) * chunk, slot, chunk);
+        else
+          std::memcpy(buf + static_cast<std::size_t>(i) * chunk, slot, chunk);
         c->consumed.store(seq + 1, std::memory_order_release);
       }
     }
     const double sec = since(t0);
     if (!producer)
-      std::printf("relay, %zu KiB x %d slots%s: %.2f ms (%.1f GB/s)%s\n", chunk >> 10, slots,
-                  streaming ? ", streaming stores" : "", sec * 1e3,
+      std::printf("relay, %zu KiB x %d slots%s%s: %.2f ms (%.1f GB/s)%s\n", chunk >> 10, slots,
+                  streaming ? ", streaming stores" : "", out_streaming ? ", streaming out" : "", sec * 1e3,
                   kBytes / sec / 1e9, buf[kBytes - 1] == 1 ? "" : " (wrong bytes)");
   }
   if (producer) _exit(0);
@@ -143,13 +148,15 @@ int main(int argc, char** argv) {
   if (mode == "cma") return cma((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 65536) << 10, argc > 3 && argv[3][0] == '1');
   if (mode == "relay") {
     const bool streaming = argc > 4 && argv[4][0] == '1';
-    if (streaming && !__builtin_cpu_supports("avx2")) {
+    const bool out_streaming = argc > 5 && argv[5][0] == '1';
+    if ((streaming || out_streaming) && !__builtin_cpu_supports("avx2")) {
       std::fprintf(stderr, "copy-paths: streaming stores need AVX2, which this CPU lacks\n");
       return 2;
     }
     return relay((argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 256) << 10, argc > 3 ? std::atoi(argv[3]) : 4,
-                 streaming);
+                 streaming, out_streaming);
   }
-  std::fprintf(stderr, "usage: copy-paths cma [CHUNK_KIB] [THP 0|1] | relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1]\n");
+  std::fprintf(stderr,
+               "usage: copy-paths cma [CHUNK_KIB] [THP 0|1] | relay [CHUNK_KIB] [SLOTS] [STREAMING 0|1] [OUT_STREAMING 0|1]\n");
   return 2;
 }

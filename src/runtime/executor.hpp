@@ -9,8 +9,8 @@
 #pragma once
 
 #include <algorithm>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 

@@ -244,7 +244,7 @@ inline int fold_in(PlanBuilder& b, int r, int peer, Span dst, int last) {
 inline Span folded(Span dst, int last) { return last < 0 ? in(dst.offset, dst.count) : dst; }
 
 // The cases every reads_input plan (all-reduce: oneshot, twoshot, push,
-// staged; reduce: peer_read; all-gather: staged) handles alike: nothing to
+// staged; reduce: peer_read; all-gather and broadcast: staged) handles alike: nothing to
 // do (count 0), or one rank (Output = Input). Marks the plan reads_input;
 // true when `b` is then complete.
 inline bool reads_input_trivial(PlanBuilder& b) {

@@ -235,9 +235,9 @@ Plan ring_reduce(const PlanArgs& args) {
     const int next = ring_index(r + 1, n), prev = ring_index(r - 1, n);
     for (std::int64_t j = 0; j < chunks; ++j) {
       const Block ch = block(c, chunks, j);
-      const Span mine = in(ch.offset, ch.count), sum = out(ch.offset, ch.count);
-      const int got = v > 0 ? recv_reduce_piece_with(b, r, prev, mine, sum) : -1;
-      if (v < n - 1) send_piece(b, r, next, v > 0 ? sum : mine, {got});
+      const Span sum = out(ch.offset, ch.count);
+      const int got = v > 0 ? recv_reduce_piece_with(b, r, prev, in(ch.offset, ch.count), sum) : -1;
+      if (v < n - 1) send_piece(b, r, next, folded(sum, got), {got});
     }
   }
   return b.finish();

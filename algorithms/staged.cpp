@@ -268,13 +268,9 @@ Plan staged_allgather(const PlanArgs& args) {
 
 Plan staged_broadcast(const PlanArgs& args) {
   PlanBuilder b(args, "staged");
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks, root = args.root;
   const std::int64_t c = args.count;
-  if (n == 1 || c == 0) {
-    b.root_reads_input();
-    return b.finish();
-  }
-  b.reads_input();
   const std::int64_t K = chunks_for(c, args.elem_size, n);
   const std::int64_t S = slots_for(args, K);
   const std::int64_t slot = block(c, K, 0).count;

@@ -2,7 +2,10 @@
 # compare_sockets.sh); sourced, not run.
 #
 #   cluster_start NAME HOSTS PER RATE  brings up tools/cluster (RATE empty:
-#                                      unshaped), tears it down at exit; sets
+#                                      unshaped; TCP_CC=ALGO: the hosts' TCP
+#                                      congestion control, default cubic,
+#                                      'machine' this machine's), tears it
+#                                      down at exit; sets $cc and
 #                                      $cluster, $host_list ("NAME1:PER,...")
 #                                      and $n (the ranks)
 #   bytes_of SIZE                      8, 1K, 64M -> bytes
@@ -13,7 +16,8 @@ cluster_start() {
   local name=$1 hosts=$2 per=$3 rate=$4 i
   cluster=$root/tools/cluster
   "$cluster" down --name "$name" >/dev/null 2>&1 || true
-  "$cluster" up "$hosts" --name "$name" ${rate:+--rate "$rate"} >&2
+  "$cluster" up "$hosts" --name "$name" ${rate:+--rate "$rate"} ${TCP_CC:+--cc "$TCP_CC"} >&2
+  cc=$(ip netns exec "${name}1" sysctl -n net.ipv4.tcp_congestion_control)
   trap '"$cluster" down --name '"$name"' >/dev/null 2>&1' EXIT
   host_list=""
   for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done

@@ -16,6 +16,7 @@
 #
 #   bench/compare_hosts.sh BUILD [BEFORE_BUILD]      (root: namespaces)
 #   HOSTS=2 PER_HOST=2 RATE=4gbit (empty: unshaped) ROUNDS=3
+#   TCP_CC=cubic (the hosts' TCP congestion control; 'machine': this machine's)
 #   COLLS="allreduce allgather reducescatter broadcast" SIZES="8 1K 32K 512K 2M 8M 32M 64M"
 #   MPI=1 (0: Braid only)  LOG_DIR=...
 #   GRID=1: every configuration issue 17 names, one after the other: 2 and 4
@@ -143,7 +144,7 @@ one() {  # impl coll size -> "time_us wrong"
   awk '/^ *[0-9]/ { print $6, $9; exit }' "$log"
 }
 
-echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s, $rounds rounds; logs in $log_dir" >&2
+echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, TCP congestion control $cc, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s, $rounds rounds; logs in $log_dir" >&2
 : >"$log_dir/times.txt"
 for round in $(seq 1 "$rounds"); do
   for coll in $colls; do
@@ -161,7 +162,7 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s"
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s; TCP congestion control $cc"
 shaped_ceiling=""
 [[ -n $rate && -n $gbit ]] && shaped_ceiling=$gbit
 for coll in $colls; do

@@ -8,6 +8,10 @@ set -uo pipefail
 src="$1"; braidrun="$2"; hello="$3"
 source "$(dirname "$0")/cluster_up.sh"
 cluster_up bt 2
+# Each host runs cubic, Linux's default, whatever this machine's default is
+# (tools/cluster --cc).
+"$cluster" status --name "$name" | tee /tmp/$name.out
+[[ $(grep -c " cc cubic$" /tmp/$name.out) == 2 ]] || { echo "the hosts' TCP congestion control is not cubic"; exit 1; }
 BRAID_DEBUG=INFO "$braidrun" --hosts "${name}1:2,${name}2:2" --agent "$cluster exec" --timeout 120 "$hello" env \
   > /tmp/$name.out 2>&1
 rc=$?
@@ -30,4 +34,4 @@ cat /tmp/$name.out
 grep -q "^rank=0 size=2 x=carried not= braid=too host=${name}1$" /tmp/$name.out &&
   grep -q "^rank=1 size=2 x=carried not= braid=too host=${name}2$" /tmp/$name.out ||
   { echo "Braid's variables, -x's or BRAID_* did not travel through the agent"; exit 1; }
-echo "4 ranks on 2 emulated hosts: shared memory inside each, TCP between them; -x travels"
+echo "4 ranks on 2 emulated hosts running cubic: shared memory inside each, TCP between them; -x travels"

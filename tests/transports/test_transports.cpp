@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@
 #include "tests/transports/fake_host.hpp"
 #include "transports/matcher.hpp"
 #include "transports/shm/shm_transport.hpp"
+#include "transports/tcp/congestion.hpp"
 #include "transports/tcp/tcp_transport.hpp"
 #include "transports/transport.hpp"
 #if BRAID_HAVE_VERBS
@@ -635,4 +637,88 @@ TEST_CASE("shm alone: a host-mate's word is read after it exits, though no messa
   CHECK(not_kept.t->knew_failed(2) == -1);
   kept.t->shutdown();
   not_kept.t->shutdown();
+}
+
+namespace {
+
+// The TCP sockets of this process (listeners and connections) and the
+// congestion control of each.
+std::vector<std::string> tcp_congestions() {
+  std::vector<std::string> out;
+  for (int fd = 0; fd < 4096; ++fd) {
+    int type = 0, domain = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    len = sizeof domain;
+    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 || (domain != AF_INET && domain != AF_INET6))
+      continue;
+    out.push_back(tcp::congestion_of(fd));
+  }
+  return out;
+}
+
+std::vector<std::string> words_of(const char* sysctl) {
+  std::ifstream f(std::string("/proc/sys/net/ipv4/") + sysctl);
+  std::vector<std::string> w;
+  for (std::string s; f >> s;) w.push_back(s);
+  return w;
+}
+
+}  // namespace
+
+// BRAID_TCP_CONGESTION reaches every socket: the listener, the sockets it
+// accepts (they inherit it) and those it dials, DATA's own among them.
+TEST_CASE("tcp alone: BRAID_TCP_CONGESTION sets the congestion control of every socket") {
+  const auto deflt = words_of("tcp_congestion_control");
+  const auto allowed = words_of("tcp_allowed_congestion_control");
+  REQUIRE(deflt.size() == 1);
+  // A name other than the default, so that the check tells them apart.
+  std::string other;
+  for (const auto& a : allowed)
+    if (a != deflt[0]) other = a;
+  if (other.empty())
+    WARN("only '" << deflt[0] << "' may be chosen here (net.ipv4.tcp_allowed_congestion_control): "
+                  "the sockets are checked to carry it, which they would without the setting");
+  const std::string want = other.empty() ? deflt[0] : other;
+  const Kind k = kinds().front();  // tcp
+  REQUIRE(tcp_congestions().empty());
+  {
+    ::setenv("BRAID_TCP_CONGESTION", want.c_str(), 1);
+    Pair p(k, job_for(k, 30));
+    ::unsetenv("BRAID_TCP_CONGESTION");
+    p.connect();
+    one_message(p, 100, true, 31);
+    one_message(p.b, p.a, 100, false, 32);
+    one_message(p, 300u << 10, true, 33);  // a rendezvous: rank 0 dials a socket for its DATA
+    one_message(p.b, p.a, 300u << 10, true, 34);  // and rank 1 one for its own
+    const auto got = tcp_congestions();
+    CHECK(got.size() >= 5);  // 2 listeners, the socket both ways, 2 for DATA (each end of those)
+    for (const auto& c : got) CHECK(c == want);
+    CHECK(p.a.failed.empty());
+    CHECK(p.b.failed.empty());
+  }
+  // Without the setting the kernel's default stays.
+  {
+    Pair p(k, job_for(k, 35));
+    p.connect();
+    one_message(p, 300u << 10, true, 36);
+    for (const auto& c : tcp_congestions()) CHECK(c == deflt[0]);
+  }
+}
+
+TEST_CASE("tcp alone: a congestion control the kernel refuses is an error that names the choices") {
+  FakeHost h(0);
+  ::setenv("BRAID_TCP_CONGESTION", "no-such-control", 1);
+  try {
+    TcpTransport t(h, config(0, 0x7e58));
+    ::unsetenv("BRAID_TCP_CONGESTION");
+    FAIL("a transport was made with BRAID_TCP_CONGESTION=no-such-control");
+  } catch (const Error& e) {
+    ::unsetenv("BRAID_TCP_CONGESTION");
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.what(), Catch::Contains("BRAID_TCP_CONGESTION='no-such-control'"));
+    CHECK_THAT(e.what(), Catch::Contains("tcp_allowed_congestion_control"));
+    for (const auto& a : words_of("tcp_allowed_congestion_control")) CHECK_THAT(e.what(), Catch::Contains(a));
+  }
+  CHECK(tcp_congestions().empty());  // the listener was closed
 }

@@ -1,6 +1,7 @@
 #include "transports/tcp/tcp_transport.hpp"
 
 #include "transports/dial.hpp"
+#include "transports/tcp/congestion.hpp"
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -48,7 +49,7 @@ std::size_t eager_limit_from_env() {
 }  // namespace
 
 TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
-    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()), sockets_(sockets_from_env()),
+    : host_(host), cfg_(cfg), eager_limit_(eager_limit_from_env()), congestion_(tcp::congestion_from_env()), sockets_(sockets_from_env()),
       shared_(shared_from_env(sockets_)), out_(static_cast<std::size_t>(cfg.world_size), nullptr),
       carrier_(new std::atomic<bool>[static_cast<std::size_t>(cfg.world_size)]{}),
       shares_with_(static_cast<std::size_t>(cfg.world_size), 0),
@@ -61,6 +62,7 @@ TcpTransport::TcpTransport(TransportHost& host, const TransportConfig& cfg)
       bye_knew_(static_cast<std::size_t>(cfg.world_size), 0) {
   const std::string here = net::advertised_address(cfg.store_host);
   listen_fd_ = net::listen_on(net::resolve(here, 0));
+  tcp::set_congestion(listen_fd_.get(), congestion_);  // the sockets it accepts inherit it
   net::set_nonblocking(listen_fd_.get());
   address_ = net::local_address(listen_fd_.get()).str();
   host_.add_fd(listen_fd_.get(), this, EPOLLIN);
@@ -127,6 +129,7 @@ ConnectResult TcpTransport::connect(const PeerInfo& peer, Deadline deadline) {
     }
     DialedSocket& s = all->sockets.emplace_back();
     s.fd = std::move(d.fd);
+    tcp::set_congestion(s.fd.get(), congestion_);
     s.data_only = shared_ && k == 1;
     const std::uint8_t flags = !shared_ ? 0 : s.data_only ? wire::kHelloDataOnly : wire::kHelloShares;
     s.hello = say_hello(s.fd.get(), deadline, who, &s.nonce, flags);

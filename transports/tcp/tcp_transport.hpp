@@ -164,6 +164,7 @@ class TcpTransport final : public Transport, private EventSource {
   Fd listen_fd_;
   std::string address_;
   std::size_t eager_limit_;
+  std::string congestion_;  // BRAID_TCP_CONGESTION; "" keeps the kernel's default
 
   std::vector<std::unique_ptr<Connection>> conns_;  // live
   // poll_peer's connections of the peer it was last asked for, found again

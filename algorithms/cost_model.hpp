@@ -124,12 +124,14 @@ inline constexpr double kTcpEagerBytes = 64.0 * 1024;
 // the same pricing of messages between host-mates across hosts.
 inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // One TCP stream between network namespaces of one machine, as its CPUs
-// carry it (Topology::machine_cpus): ~20 Gbit/s of the kernel's copies. Two
-// streams at once on 2 CPUs get half each: 2 hosts x 1 rank unshaped,
-// all_gather of 64 MiB measured 25.8 ms, 2 x 32 MiB x 0.4 ns = 25.6
-// (bench/RESULTS.md section 28). Not kTcpLoopback's rate, which is one
-// pair's messages on loopback with every CPU free.
-inline constexpr double kMachineStreamSPerByte = 0.4e-9;
+// carry it (Topology::machine_cpus): ~32 Gbit/s of the kernel's copies with
+// cubic, the hosts' congestion control (tools/cluster --cc). Two streams at
+// once on 2 CPUs get half each: 2 hosts x 1 rank unshaped, all_gather of
+// 64 MiB measured 16.1 ms, 2 x 32 MiB x 0.25 ns = 16.8 (bench/RESULTS.md
+// section 44; under bbr, 0.4 ns fitted 25.8 ms, section 28). Not
+// kTcpLoopback's rate, which is one pair's messages on loopback with every
+// CPU free.
+inline constexpr double kMachineStreamSPerByte = 0.25e-9;
 // RDMA (backend 'verbs', Topology::rdma): a message ~2 us, 0.1 ns/byte (a
 // 100 Gbit/s class link); a Signal is one small WRITE, ~1.5 us to the
 // waiter's poll; a Get is a READ round trip, ~3 us plus the bytes. These are

@@ -99,6 +99,14 @@ class PlanBuilder {
     if (!keeps(r)) return skip(r);
     return add(r, make(StepKind::Reduce, -1, 0, src, dst, std::move(deps)));
   }
+  // dst = acc (op) src: the first reduction into a span of Output whose
+  // contribution is still in Input (a reads_input plan).
+  int reduce_with(int r, Span src, Span acc, Span dst, Deps deps = {}) {
+    if (!keeps(r)) return skip(r);
+    Step s = make(StepKind::Reduce, -1, 0, src, dst, std::move(deps));
+    s.acc = acc;
+    return add(r, std::move(s));
+  }
 
   // One-sided steps (see plan.hpp). Signal slots are numbered per ordered
   // pair like messages: the k-th signal from a to b meets b's k-th wait on a.

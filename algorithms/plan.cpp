@@ -180,8 +180,11 @@ std::string to_string(const Step& s) {
       if (s.acc.count > 0) line += fmt::format(" = {} op received", span_text(s.acc));
       break;
     case StepKind::Copy:
+      line += fmt::format(" {} -> {}", span_text(s.src), span_text(s.dst));
+      break;
     case StepKind::Reduce:
       line += fmt::format(" {} -> {}", span_text(s.src), span_text(s.dst));
+      if (s.acc.count > 0) line += fmt::format(" = {} op {}", span_text(s.acc), span_text(s.src));
       break;
     case StepKind::Signal:
       line += fmt::format(" -> {:<3} slot {:<3}", s.peer, s.slot);

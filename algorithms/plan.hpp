@@ -35,7 +35,8 @@
 //               Input there spares a reads_input plan the copy of the
 //               contribution into Output;
 //   Copy        dst = src (local);
-//   Reduce      dst = dst (op) src (local).
+//   Reduce      dst = acc (op) src (local); acc as for RecvReduce, empty
+//               for dst itself.
 // A Send and a Recv/RecvReduce match when (sender, receiver, slot) are equal;
 // their counts must be equal. Slots are unique per ordered pair of ranks in a
 // plan. A step may start once every step in `deps` (indices into the same
@@ -120,12 +121,12 @@ struct Step {
   std::int32_t slot = 0;  // message/signal id between (sender, receiver)
   Span src;           // Send, Copy, Reduce, Put; Get/GetReduce: the peer's span
   Span dst;           // Recv, RecvReduce, Copy, Reduce, Get, GetReduce; Put: the peer's span
-  Span acc;           // GetReduce, RecvReduce: the local operand (may equal dst; empty: dst)
+  Span acc;           // GetReduce, RecvReduce, Reduce: the local operand (may equal dst; empty: dst)
   std::vector<std::int32_t> deps;
 };
 
-// The local operand a GetReduce or RecvReduce combines with: acc, or dst
-// where acc is empty (a RecvReduce that accumulates in place).
+// The local operand a GetReduce, RecvReduce or Reduce combines with: acc, or
+// dst where acc is empty (a RecvReduce or Reduce that accumulates in place).
 inline const Span& operand(const Step& s) { return s.acc.count > 0 ? s.acc : s.dst; }
 
 struct RankPlan {

@@ -25,9 +25,12 @@
 //   [p+lo, p+min(hi, e)), and each round sends (at most) those two ranges.
 //   Extra rank p+i finally receives everything except its own block.
 //
-// Buffers. AllReduce works in Output and needs c elements of Scratch: a rank
-// sends its Output while receiving the partner's vector, and receiving straight
-// into Output (RecvReduce) would overwrite what the send is still reading.
+// Buffers. AllReduce reads the rank's contribution from Input (reads_input):
+// the first reduction, the fold-in's or the first round's, combines Input
+// with what arrived into Output, so out of place nothing is copied first. It
+// needs c elements of Scratch: a rank sends its value while receiving the
+// partner's, and receiving straight into Output (RecvReduce) would overwrite
+// what the send is still reading (in place, Input is Output).
 // AllGather writes every block directly at its final place in Output.
 #include <algorithm>
 #include <array>
@@ -44,25 +47,31 @@ namespace {
 
 Plan recursive_doubling_allreduce(const PlanArgs& args) {
   PlanBuilder b(args, "recursive_doubling");
+  if (reads_input_trivial(b)) return b.finish();
   const int n = args.nranks, p = pow2_floor(n);
   const std::int64_t c = args.count;
-  if (n == 1 || c == 0) return b.finish();
 
   for (int r : b.ranks()) {
     if (r >= p) {  // extra rank: hand the vector to rank r-p, get the result back
-      const int sent = b.send(r, r - p, out(0, c));
-      b.recv(r, r - p, out(0, c), {sent});  // overwrites what the send reads
+      const int sent = b.send(r, r - p, in(0, c));
+      b.recv(r, r - p, out(0, c), {sent});  // in place it overwrites what the send reads
       continue;
     }
-    Deps wrote;    // the step that last wrote Output
+    // The rank's value is in Input until a reduction writes Output: the
+    // fold-in, or else the first round's, combines Input with what came.
+    Deps wrote;    // the step that last wrote Output (none: the value is in Input)
     Deps scanned;  // the step that last read Scratch
-    if (r + p < n) wrote = {b.recv_reduce(r, r + p, out(0, c))};
+    if (r + p < n) wrote = {b.recv_reduce_with(r, r + p, in(0, c), out(0, c))};
     b.need_scratch(r, c);
     for (int d = 1; d < p; d <<= 1) {
       const int peer = r ^ d;
-      const int sent = b.send(r, peer, out(0, c), wrote);
+      const Span mine = wrote.empty() ? in(0, c) : out(0, c);
+      const int sent = b.send(r, peer, mine, wrote);
       const int got = b.recv(r, peer, scratch(0, c), scanned);
-      wrote = scanned = {b.reduce(r, scratch(0, c), out(0, c), {sent, got})};
+      // Output is written only once the send is through: in place it is Input.
+      const Deps both{sent, got};
+      wrote = scanned = {wrote.empty() ? b.reduce_with(r, scratch(0, c), in(0, c), out(0, c), both)
+                                       : b.reduce(r, scratch(0, c), out(0, c), both)};
     }
     if (r + p < n) b.send(r, r + p, out(0, c), wrote);
   }

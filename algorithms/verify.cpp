@@ -330,7 +330,7 @@ class Verifier {
       }
   }
 
-  // A GetReduce's or RecvReduce's acc: a local span of dst's count.
+  // A GetReduce's, RecvReduce's or Reduce's acc: a local span of dst's count.
   void check_operand(int r, int i, const Step& s) {
     check_span(r, i, s.acc, "operand", false);
     if (s.acc.count != s.dst.count)
@@ -372,6 +372,7 @@ class Verifier {
           // that overlaps reads what it is writing.
           if (aliased_ && overlap(s.src, s.dst) && (s.kind == StepKind::Reduce || !same_memory(s.src, s.dst)))
             reject("{}: source and destination overlap when input and output are the same memory", at(r, i));
+          if (s.kind == StepKind::Reduce && s.acc.count > 0) check_operand(r, i, s);
           break;
         case StepKind::Signal:
         case StepKind::Wait: check_peer(r, i, s.peer); break;
@@ -570,6 +571,7 @@ class Verifier {
           break;
         case StepKind::Reduce:
           if (!same_memory(s.src, s.dst)) add(s.src, false);  // an in-place reduce of x with x only "writes"
+          if (!same_memory(operand(s), s.dst)) add(operand(s), false);
           add(s.dst, true);
           break;
         case StepKind::Get: add(s.dst, true); break;  // its source is the peer's memory
@@ -811,6 +813,7 @@ class Verifier {
           case StepKind::Copy:
           case StepKind::Reduce:
             if (!same_memory(s.src, s.dst)) add(s.src, false);
+            if (s.kind == StepKind::Reduce && !same_memory(operand(s), s.dst)) add(operand(s), false);
             add(s.dst, true);
             break;
           case StepKind::Get: add(s.dst, true); break;
@@ -1008,7 +1011,7 @@ class Verifier {
     if (s.kind == StepKind::Signal) return;
     const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce;
     Values v = read_written(r, i, s.src, remote ? s.peer : -1);
-    if (s.kind == StepKind::Reduce) v = combine(r, i, s.dst, v);
+    if (s.kind == StepKind::Reduce) v = combine(r, i, operand(s), v);
     if (s.kind == StepKind::GetReduce) v = combine(r, i, s.acc, v);
     buffer(s.kind == StepKind::Put ? s.peer : r, s.dst.buf).write(s.dst.offset, v);
   }

@@ -135,7 +135,7 @@ std::shared_ptr<const CompiledPlan> compile_plan(std::shared_ptr<const plan::Pla
       const bool reads_dst = s.kind == plan::StepKind::Reduce || s.kind == plan::StepKind::RecvReduce;
       const bool reads_src = s.kind == plan::StepKind::Copy || s.kind == plan::StepKind::Reduce ||
                              s.kind == plan::StepKind::Put || s.kind == plan::StepKind::Send;
-      if ((reads_src && s.src.buf == plan::Buf::Output) || (reads_dst && s.dst.buf == plan::Buf::Output) ||
+      if ((reads_src && s.src.buf == plan::Buf::Output) || (reads_dst && plan::operand(s).buf == plan::Buf::Output) ||
           (s.kind == plan::StepKind::GetReduce && s.acc.buf == plan::Buf::Output))
         c->output_write_only = false;
     }
@@ -353,7 +353,8 @@ struct Runner {
         finish(i);
         return;
       case plan::StepKind::Reduce:
-        reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        if (s.acc.count > 0) reduction::reduce3(ptr(s.dst), ptr(s.acc), ptr(s.src), s.dst.count, call.dtype, call.op);
+        else reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
         finish(i);
         return;
       case plan::StepKind::Signal:

@@ -546,8 +546,15 @@ struct OneSidedRunner {
           move(s.dst, ptr(s.src), static_cast<std::size_t>(s.src.count) * elem);
         break;
       case plan::StepKind::Reduce:
-        if (dev) dev->reduce(ptr(s.dst), ptr(s.src), s.src.count);
-        else reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        if (dev) {
+          // The device reduces in place only: the operand goes into dst first.
+          if (s.acc.count > 0 && ptr(s.acc) != ptr(s.dst)) dev->copy(ptr(s.dst), ptr(s.acc), s.acc.count);
+          dev->reduce(ptr(s.dst), ptr(s.src), s.src.count);
+        } else if (s.acc.count > 0) {
+          reduction::reduce3(ptr(s.dst), ptr(s.acc), ptr(s.src), s.dst.count, call.dtype, call.op);
+        } else {
+          reduction::reduce_into(ptr(s.dst), ptr(s.src), s.src.count, call.dtype, call.op);
+        }
         break;
       case plan::StepKind::Signal:
         if (dev) dev->settle(call.deadline, call.what, [&] { e.check_abort(); });  // the peer may touch what we wrote

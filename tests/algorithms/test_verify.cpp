@@ -516,11 +516,12 @@ TEST_CASE("a broadcast whose root reads Input verifies both ways, and only if it
 
 TEST_CASE("a reduction that combines Input with what arrives copies nothing first, and verifies both ways",
           "[verify]") {
-  // These message plans read the contribution from Input (RecvReduce with an
-  // operand): out of place the executor then copies nothing into Output
-  // before the plan (contract_copy), which at 16 MiB over TCP cost a third
-  // of a 2-rank all_reduce.
+  // These message plans read the contribution from Input (RecvReduce, or
+  // recursive doubling's Reduce, with an operand): out of place the executor
+  // then copies nothing into Output before the plan (contract_copy), which at
+  // 16 MiB over TCP cost a third of a 2-rank all_reduce.
   const std::pair<Collective, const char*> plans[] = {
+      {Collective::AllReduce, "recursive_doubling"},
       {Collective::AllReduce, "ring"},         {Collective::AllReduce, "halving_doubling"},
       {Collective::AllReduce, "hierarchical"}, {Collective::AllReduce, "hierarchical_hd"},
       {Collective::AllReduce, "tree"},         {Collective::AllReduce, "double_binary_tree"},
@@ -536,7 +537,9 @@ TEST_CASE("a reduction that combines Input with what arrives copies nothing firs
       for (const RankPlan& rp : p.ranks)
         for (const Step& s : rp.steps) {
           CHECK(s.kind != StepKind::Copy);  // one host: every block meets a peer's first
-          if (s.kind == StepKind::RecvReduce && s.acc.buf == Buf::Input && s.acc.count > 0) combines_input = true;
+          if ((s.kind == StepKind::RecvReduce || s.kind == StepKind::Reduce) && s.acc.buf == Buf::Input &&
+              s.acc.count > 0)
+            combines_input = true;
         }
       CHECK(combines_input);
       CHECK(verify(p).ok);
@@ -563,6 +566,26 @@ TEST_CASE("a reduction that combines Input with what arrives copies nothing firs
   CHECK_THAT(rejection(two_ranks(in(2, 2), false)), Catch::Contains("values for different elements"));
   // Without the operand the reduction reads Output, which nothing wrote.
   CHECK_THAT(rejection(two_ranks({}, true)), Catch::Contains("which nothing wrote"));
+
+  // A local Reduce with an operand, as recursive doubling's first round has:
+  // out = in op what came into Scratch, written once the send of in is
+  // through (in place, in is out).
+  auto exchange = [](Span operand, bool after_send) {
+    PlanBuilder b(make_args(Collective::AllReduce, 2, 4), "by hand");
+    b.reads_input();
+    for (int r = 0; r < 2; ++r) {
+      b.need_scratch(r, 4);
+      const int sent = b.send(r, 1 - r, in(0, 4));
+      const int got = b.recv(r, 1 - r, scratch(0, 4));
+      b.reduce_with(r, scratch(0, 4), r == 0 ? operand : in(0, 4), out(0, 4),
+                    after_send ? Deps{sent, got} : Deps{got});
+    }
+    return b.finish();
+  };
+  CHECK(verify(exchange(in(0, 4), true)).ok);
+  CHECK_THAT(rejection(exchange(in(0, 3), true)), Catch::Contains("operand has 3 elements but destination 4"));
+  // Before its send is through, the reduction writes what the send reads in place.
+  CHECK_THAT(rejection(exchange(in(0, 4), false)), Catch::Contains("race on rank 0"));
 }
 
 TEST_CASE("verifier rejects reading scratch nobody wrote", "[verify][negative]") {

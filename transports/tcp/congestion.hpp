@@ -9,9 +9,10 @@
 // Why it is a setting at all: with BBR, Linux's default on some kernels
 // (this project's machines among them), and a tbf-shaped link, a sender
 // that has data queued, an open window and nothing in flight stays silent
-// for 20-100 ms now and then. Under 4 hosts x 2 ranks, halving-doubling
-// all_reduce of 2 MiB took 60-180 ms in 1 call of 6; with cubic or reno none
-// did (bench/RESULTS.md section 44).
+// for 20-100 ms now and then. Under 4 emulated hosts x 2 ranks at 4 Gbit/s,
+// halving-doubling all_reduce of 2 MiB took over 40 ms (up to 177) in 5-9 of
+// 80 calls against 6-12 for the rest; with cubic or reno none took over 20
+// (bench/RESULTS.md section 44).
 #pragma once
 
 #include <string>

@@ -59,21 +59,20 @@ Plan recursive_doubling_allreduce(const PlanArgs& args) {
     }
     // The rank's value is in Input until a reduction writes Output: the
     // fold-in, or else the first round's, combines Input with what came.
-    Deps wrote;    // the step that last wrote Output (none: the value is in Input)
-    Deps scanned;  // the step that last read Scratch
-    if (r + p < n) wrote = {b.recv_reduce_with(r, r + p, in(0, c), out(0, c))};
+    const Span all = out(0, c);
+    int last = r + p < n ? fold_in(b, r, r + p, all, -1) : -1;  // the step that last wrote Output
+    int scanned = -1;                                            // the step that last read Scratch
     b.need_scratch(r, c);
     for (int d = 1; d < p; d <<= 1) {
       const int peer = r ^ d;
-      const Span mine = wrote.empty() ? in(0, c) : out(0, c);
-      const int sent = b.send(r, peer, mine, wrote);
-      const int got = b.recv(r, peer, scratch(0, c), scanned);
+      const int sent = b.send(r, peer, folded(all, last), {last});
+      const int got = b.recv(r, peer, scratch(0, c), {scanned});
       // Output is written only once the send is through: in place it is Input.
       const Deps both{sent, got};
-      wrote = scanned = {wrote.empty() ? b.reduce_with(r, scratch(0, c), in(0, c), out(0, c), both)
-                                       : b.reduce(r, scratch(0, c), out(0, c), both)};
+      last = scanned = last < 0 ? b.reduce_with(r, scratch(0, c), folded(all, last), all, both)
+                                : b.reduce(r, scratch(0, c), all, both);
     }
-    if (r + p < n) b.send(r, r + p, out(0, c), wrote);
+    if (r + p < n) b.send(r, r + p, all, {last});
   }
   return b.finish();
 }

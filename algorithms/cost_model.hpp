@@ -14,7 +14,11 @@
 // link out and the receiving host's link in: the ranks of a host share its
 // network link. A rank has a pair of ports for messages across hosts and
 // another for messages within its host (two transports), so that it
-// exchanges with host-mates while a message crosses. Copy costs
+// exchanges with host-mates while a message crosses. On several hosts each
+// port and link keeps a calendar of what it carries, and a message takes
+// the first time that all it needs are free for it (first fit), so that
+// one waiting for a busy link does not hold the others idle until then;
+// on one host a port is simply free from the end of its last message. Copy costs
 // copy*bytes, a local Reduce gamma*bytes; in message plans local work is
 // not serialised against other local work (kept so as not to move the
 // message algorithms' choices).

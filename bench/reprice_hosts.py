@@ -6,7 +6,10 @@ chose: braid-sim's choice with the model of that run (--then-args, default
 none beyond the link), so that a change to the model is judged on what ran,
 not on what it would choose now.
 
-  bench/reprice_hosts.py LOG [--build build-dev] [--now-args "--machine-cpus 2"] [--loop]
+  bench/reprice_hosts.py LOG [--build build-dev] [--then-build DIR] [--now-args "--machine-cpus 2"] [--loop]
+
+--then-build: the build whose braid-sim reproduces the run's choice, where
+the model has changed since (default: --build).
 
 --loop prices the new figures as the benchmark times them: --calls with
 the number of timed calls compare_hosts.sh gives that size (iters_for).
@@ -47,6 +50,7 @@ def main():
     ap.add_argument("--build", default="build-dev")
     ap.add_argument("--now-args", default="", help="braid-sim options for the new prices")
     ap.add_argument("--then-args", default="", help="braid-sim options that reproduce the run's choice")
+    ap.add_argument("--then-build", default=None, help="the build that reproduces the run's choice (default: --build)")
     ap.add_argument("--loop", action="store_true", help="new prices per call of the benchmark's loop (--calls)")
     a = ap.parse_args()
     now, then = a.now_args.split(), a.then_args.split()
@@ -65,7 +69,7 @@ def main():
         size = hosts_log.bytes_of(row.size)
         measured = row.braid_us
         lat, mbps = int(cfg.probe_us * 1000), int(cfg.probe_gbit * 1000)
-        t_then, algo = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
+        t_then, algo = sim_table(a.then_build or a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
         loop = ["--calls", str(bench_iters(size))] if a.loop else []
         t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop)
         old, new = t_then[algo], t_now[algo]

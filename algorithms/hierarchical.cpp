@@ -252,6 +252,9 @@ Plan hierarchical_hd_allreduce(const PlanArgs& args) {
 // gathers and reduces the host's share of block d; across hosts, those
 // partial sums go straight to d, which adds them to its own host's sum.
 // Each host sends (n - its ranks) * c elements across, the least possible.
+// A rank's own share stays in its Input until the first arrival is
+// combined with it (recv_reduce_with), as the all-reduces' fold_in does: no
+// copy first, and a host of one rank sends its share straight from Input.
 Plan hierarchical_reducescatter(const PlanArgs& args) {
   PlanBuilder b(args, "hierarchical");
   const Hosts hs = hosts_of(args);
@@ -267,7 +270,8 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
   for (int d = 0; d < n; ++d)
     for (int h : inside) {
       const int carrier = carrier_of(h, d);
-      if (carrier == d || !b.keeps(carrier)) continue;
+      // A carrier alone on its host sends its share from Input.
+      if (carrier == d || !b.keeps(carrier) || hs.size(h) == 1) continue;
       auto& mine = carried[static_cast<std::size_t>(carrier)];
       if (mine.empty()) mine.assign(static_cast<std::size_t>(n), -1);
       const int slot = slots[static_cast<std::size_t>(carrier)]++;
@@ -286,33 +290,53 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
       const int home = hs.host[static_cast<std::size_t>(d)];
       const Span src = in(static_cast<std::int64_t>(d) * c + range.offset, range.count);
       int total = -1;  // d's chain of writes into its Output
+      // Per host: the carrier's partial sum of this piece, and where it is
+      // (Input while no host-mate's share has been added to it).
       for (int h : inside) partial[static_cast<std::size_t>(h)] = -1;
+      auto partial_span = [&](int h) {
+        const int carrier = carrier_of(h, d);
+        if (hs.size(h) == 1) return src;
+        return carrier == d ? out(range.offset, range.count)
+                            : scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count);
+      };
+      // Adds what `from` sends to `r`'s value of the piece: into acc, the
+      // first time combined with r's share in Input.
+      auto add = [&](int r, int from, Span acc, int& chain) {
+        chain = chain < 0 ? b.recv_reduce_with(r, from, src, acc) : b.recv_reduce(r, from, acc, {chain});
+      };
       for (int h : inside) {
         const int carrier = carrier_of(h, d);
-        const bool keep = b.keeps(carrier);
-        const Span acc = carrier == d || !keep
-                             ? out(range.offset, range.count)
-                             : scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count);
+        if (!b.keeps(carrier) && carrier != d) {
+          // Only the host-mates' sends are this slice's.
+          for (int r : hs.members[static_cast<std::size_t>(h)])
+            if (r != carrier) b.send(r, carrier, src);
+          continue;
+        }
         int& chain = carrier == d ? total : partial[static_cast<std::size_t>(h)];
-        chain = b.copy(carrier, src, acc, {chain});
         for (int r : hs.members[static_cast<std::size_t>(h)]) {
           if (r == carrier) continue;
           b.send(r, carrier, src);
-          chain = b.recv_reduce(carrier, r, acc, {chain});
+          add(carrier, r, partial_span(h), chain);
         }
       }
       // Across: each other host's carrier sends its partial sum to d. A
       // slice visits only the hosts where its rank is one end: every host
-      // for its own block, else its own host.
-      for (int h : b.keeps(d) ? all_hosts : inside) {
-        if (h == home) continue;
+      // for its own block, else its own host. d takes them in turn from
+      // the hosts after its own (home + 1, home + 2, ...): at each turn
+      // every host then sends to one host and receives from one, where in
+      // the same order for all (0, 1, ...) every block's first partial
+      // came from host 0 (or 1) and its link carried them all while the
+      // others waited.
+      for (int t = 1; t < nh; ++t) {
+        const int h = (home + t) % nh;
+        if (!b.keeps(d) && std::find(inside.begin(), inside.end(), h) == inside.end()) continue;
         const int carrier = carrier_of(h, d);
         if (!b.keeps(carrier) && !b.keeps(d)) continue;
-        if (b.keeps(carrier))
-          b.send(carrier, d, scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count),
-                 {partial[static_cast<std::size_t>(h)]});
-        total = b.recv_reduce(d, carrier, out(range.offset, range.count), {total});
+        if (b.keeps(carrier)) b.send(carrier, d, partial_span(h), {partial[static_cast<std::size_t>(h)]});
+        add(d, carrier, out(range.offset, range.count), total);
       }
+      // Nothing came to d (one rank in all): its block is its own share.
+      if (total < 0) b.copy(d, src, out(range.offset, range.count));
     }
   }
   return b.finish();

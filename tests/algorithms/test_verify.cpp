@@ -971,6 +971,45 @@ TEST_CASE("cost model: crossings that wait for a link leave its gaps to others",
   CHECK(hier < ring);  // ring crosses (n-1) blocks per host each way, hierarchical (H-1) x per = 6 of 7
 }
 
+// Hierarchical reduce_scatter: each host's partial sum of block d goes
+// straight to d, which takes them in turn from the hosts after its own, so
+// that at each turn every host sends to one host and receives from one.
+// When every d took them from host 0 first (then 1, ...), one link carried
+// them all while the others waited, and the plan was priced 1.55x the
+// link's bound (measured 1.14x, 4 x 2 at 1 Gbit/s).
+TEST_CASE("cost model: hierarchical reduce_scatter crosses near the link's bound", "[cost]") {
+  const int hosts = 4, per = 2, n = hosts * per;
+  const auto layout = blocks_of(n, per);
+  auto args = make_args(Collective::ReduceScatter, n, 1 << 18);  // 1 MiB of float32 per block
+  args.topology.host_of = layout;
+  // Each host receives the other hosts' partial sums of its ranks' blocks,
+  // over 1 Gbit/s (8 ns a byte), where the link is the bound.
+  const double link_bound = (hosts - 1) * per * static_cast<double>(args.count) * 4 * 8e-9;
+  const LinkCosts one_gbit = link_costs(kSharedMemory, with_link(kTcpLoopback, 8e-6, 8e-9), layout);
+  const double hier = predict_seconds(find_algorithm(Collective::ReduceScatter, "hierarchical")->build(args), one_gbit);
+  INFO(fmt::format("link bound {:.3f} ms, hierarchical {:.3f} ms", link_bound * 1e3, hier * 1e3));
+  CHECK(hier >= link_bound);
+  CHECK(hier <= 1.15 * link_bound);
+}
+
+// A rank's own share of a block stays in its Input until the first arrival
+// is combined with it: no Copy anywhere while every host has company, and a
+// host of one rank sends its share from Input, with no Scratch at all.
+TEST_CASE("hierarchical reduce_scatter copies nothing first", "[verify][hosts]") {
+  for (int per : {1, 2, 3}) {
+    const int n = 3 * per;
+    auto args = make_args(Collective::ReduceScatter, n, 1000);
+    args.topology.host_of = blocks_of(n, per);
+    const Plan p = find_algorithm(Collective::ReduceScatter, "hierarchical")->build(args);
+    INFO(fmt::format("{} ranks, {} to a host", n, per));
+    CHECK(verify(p).ok);
+    for (const RankPlan& rp : p.ranks) {
+      for (const Step& st : rp.steps) CHECK(st.kind != StepKind::Copy);
+      if (per == 1) CHECK(rp.scratch_count == 0);
+    }
+  }
+}
+
 TEST_CASE("cost model: more bytes never cost less for the same plan", "[cost]") {
   std::vector<Plan> plans;
   for (int n : {2, 3, 8, 17}) {

@@ -281,7 +281,6 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
   auto slot_of = [&](int carrier, int d) {
     return carried[static_cast<std::size_t>(carrier)][static_cast<std::size_t>(d)];
   };
-  const std::vector<int> all_hosts = every_host(hs);
   std::vector<int> partial(static_cast<std::size_t>(nh), -1);  // per host: its carrier's chain for block d
   for (std::int64_t sl = 0; sl < slices; ++sl) {
     const Block range = block(c, slices, sl);

@@ -916,9 +916,28 @@ std::vector<int> blocks_of(int n, int per) {
   for (int r = 0; r < n; ++r) layout.push_back(r / per);
   return layout;
 }
-// Between hosts: 8 us, 4 Gbit/s (2 ns a byte); shared memory inside.
-LinkCosts four_gbit(const std::vector<int>& layout) {
-  return link_costs(kSharedMemory, with_link(kTcpLoopback, 8e-6, 2e-9), layout);
+// Between hosts: 8 us and `s_per_byte` (4 Gbit/s: 2 ns a byte); shared
+// memory inside.
+LinkCosts over_link(const std::vector<int>& layout, double s_per_byte) {
+  return link_costs(kSharedMemory, with_link(kTcpLoopback, 8e-6, s_per_byte), layout);
+}
+
+// `coll` on 4 hosts x 2 ranks, 1 MiB of float32 per block, over a link of
+// `s_per_byte`: the prices of its hierarchical and ring plans, and the
+// link's bound, (H-1) x 2 blocks into each host, the least either
+// all_gather or reduce_scatter must take across.
+struct FourByTwo {
+  double bound, hierarchical, ring;
+};
+FourByTwo four_by_two(Collective coll, double s_per_byte) {
+  const int hosts = 4, per = 2;
+  const auto layout = blocks_of(hosts * per, per);
+  auto args = make_args(coll, hosts * per, 1 << 18);
+  args.topology.host_of = layout;
+  auto price = [&](const char* name) {
+    return predict_seconds(find_algorithm(coll, name)->build(args), over_link(layout, s_per_byte));
+  };
+  return {(hosts - 1) * per * static_cast<double>(args.count) * 4 * s_per_byte, price("hierarchical"), price("ring")};
 }
 }  // namespace
 
@@ -939,7 +958,7 @@ TEST_CASE("cost model: more bytes never cost less across hosts either", "[cost]"
           double prev = 0;
           for (std::size_t elem : {1, 2, 3, 4, 5, 8, 64}) {
             p.args.elem_size = elem;
-            const double t = predict_seconds(p, four_gbit(layout));
+            const double t = predict_seconds(p, over_link(layout, 2e-9));
             INFO(fmt::format("{} / {} nranks={} per host={} count={} elem_size={}", collective_name(p.coll),
                              p.algorithm, n, per, count, elem));
             CHECK(t >= prev);
@@ -957,18 +976,12 @@ TEST_CASE("cost model: more bytes never cost less across hosts either", "[cost]"
 // waited for a busy link booked everything up to its start, it was priced
 // at about 4x.
 TEST_CASE("cost model: crossings that wait for a link leave its gaps to others", "[cost]") {
-  const int hosts = 4, per = 2, n = hosts * per;
-  const auto layout = blocks_of(n, per);
-  auto args = make_args(Collective::AllGather, n, 1 << 18);  // 1 MiB of float32 per rank
-  args.topology.host_of = layout;
-  const double link_bound = (hosts - 1) * per * static_cast<double>(args.count) * 4 * 2e-9;
-  const double hier = predict_seconds(find_algorithm(Collective::AllGather, "hierarchical")->build(args), four_gbit(layout));
-  const double ring = predict_seconds(find_algorithm(Collective::AllGather, "ring")->build(args), four_gbit(layout));
-  INFO(fmt::format("link bound {:.3f} ms, hierarchical {:.3f} ms, ring {:.3f} ms", link_bound * 1e3, hier * 1e3,
-                   ring * 1e3));
-  CHECK(hier >= link_bound);
-  CHECK(hier <= 1.15 * link_bound);
-  CHECK(hier < ring);  // ring crosses (n-1) blocks per host each way, hierarchical (H-1) x per = 6 of 7
+  const FourByTwo f = four_by_two(Collective::AllGather, 2e-9);  // 4 Gbit/s
+  INFO(fmt::format("link bound {:.3f} ms, hierarchical {:.3f} ms, ring {:.3f} ms", f.bound * 1e3,
+                   f.hierarchical * 1e3, f.ring * 1e3));
+  CHECK(f.hierarchical >= f.bound);
+  CHECK(f.hierarchical <= 1.15 * f.bound);
+  CHECK(f.hierarchical < f.ring);  // ring crosses (n-1) blocks per host each way, hierarchical (H-1) x per = 6 of 7
 }
 
 // Hierarchical reduce_scatter: each host's partial sum of block d goes
@@ -978,18 +991,11 @@ TEST_CASE("cost model: crossings that wait for a link leave its gaps to others",
 // them all while the others waited, and the plan was priced 1.55x the
 // link's bound (measured 1.14x, 4 x 2 at 1 Gbit/s).
 TEST_CASE("cost model: hierarchical reduce_scatter crosses near the link's bound", "[cost]") {
-  const int hosts = 4, per = 2, n = hosts * per;
-  const auto layout = blocks_of(n, per);
-  auto args = make_args(Collective::ReduceScatter, n, 1 << 18);  // 1 MiB of float32 per block
-  args.topology.host_of = layout;
-  // Each host receives the other hosts' partial sums of its ranks' blocks,
-  // over 1 Gbit/s (8 ns a byte), where the link is the bound.
-  const double link_bound = (hosts - 1) * per * static_cast<double>(args.count) * 4 * 8e-9;
-  const LinkCosts one_gbit = link_costs(kSharedMemory, with_link(kTcpLoopback, 8e-6, 8e-9), layout);
-  const double hier = predict_seconds(find_algorithm(Collective::ReduceScatter, "hierarchical")->build(args), one_gbit);
-  INFO(fmt::format("link bound {:.3f} ms, hierarchical {:.3f} ms", link_bound * 1e3, hier * 1e3));
-  CHECK(hier >= link_bound);
-  CHECK(hier <= 1.15 * link_bound);
+  // Over 1 Gbit/s (8 ns a byte), where the link is the bound.
+  const FourByTwo f = four_by_two(Collective::ReduceScatter, 8e-9);
+  INFO(fmt::format("link bound {:.3f} ms, hierarchical {:.3f} ms", f.bound * 1e3, f.hierarchical * 1e3));
+  CHECK(f.hierarchical >= f.bound);
+  CHECK(f.hierarchical <= 1.15 * f.bound);
 }
 
 // A rank's own share of a block stays in its Input until the first arrival

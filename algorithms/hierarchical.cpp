@@ -292,11 +292,14 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
       // Per host: the carrier's partial sum of this piece, and where it is
       // (Input while no host-mate's share has been added to it).
       for (int h : inside) partial[static_cast<std::size_t>(h)] = -1;
+      // (A carrier this build does not keep has no slots; its steps are
+      // dropped, so any span will do.)
       auto partial_span = [&](int h) {
         const int carrier = carrier_of(h, d);
         if (hs.size(h) == 1) return src;
-        return carrier == d ? out(range.offset, range.count)
-                            : scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count);
+        return carrier == d || !b.keeps(carrier)
+                   ? out(range.offset, range.count)
+                   : scratch(static_cast<std::int64_t>(slot_of(carrier, d)) * c + range.offset, range.count);
       };
       // Adds what `from` sends to `r`'s value of the piece: into acc, the
       // first time combined with r's share in Input.
@@ -305,12 +308,6 @@ Plan hierarchical_reducescatter(const PlanArgs& args) {
       };
       for (int h : inside) {
         const int carrier = carrier_of(h, d);
-        if (!b.keeps(carrier) && carrier != d) {
-          // Only the host-mates' sends are this slice's.
-          for (int r : hs.members[static_cast<std::size_t>(h)])
-            if (r != carrier) b.send(r, carrier, src);
-          continue;
-        }
         int& chain = carrier == d ? total : partial[static_cast<std::size_t>(h)];
         for (int r : hs.members[static_cast<std::size_t>(h)]) {
           if (r == carrier) continue;

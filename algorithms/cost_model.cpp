@@ -218,7 +218,7 @@ class Simulator {
       // When the ends are through with it (send_share): neither the wire's
       // part of alpha nor, on a shared machine, the receiver's wait for its
       // turn on a CPU (turn_s_) holds them.
-      const double own = l.send_share > 0 ? std::min(l.send_share, 1.0) * (alpha - (boxed_ ? 0.0 : turn_s_)) : 0.0;
+      const double own = l.send_share > 0 ? l.send_share * (alpha - (boxed_ ? 0.0 : turn_s_)) : 0.0;
       const double hold = l.send_share > 0 ? own + per_byte : alpha + per_byte;
       // On several hosts each of what the message holds (its ends' ports
       // and, across hosts, both hosts' links) is a calendar, and it takes

@@ -89,14 +89,16 @@ fi
 probes=$(for i in 1 2 3; do
   "$build/tools/braidrun" --hosts "$host_list" --agent "$cluster exec" --timeout 120 env BRAID_DEBUG=INFO \
     "$build/bench/braid-bench" allreduce -b 8 -e 8 -n 1 -w 0 -c 0 2>&1 |
-    sed -n 's/.*link between hosts ([^)]*): \([0-9.]*\) us one way, \([0-9.]*\) Gbit\/s.*/\1 \2/p' | head -1
+    sed -n 's/.*link between hosts ([^)]*): \([0-9.]*\) us one way, \([0-9.]*\) Gbit\/s, a gap of \([0-9.]*\) us.*/\1 \2 \3/p' | head -1
 done)
 probe_us=$(awk '{ print $1 }' <<<"$probes" | stats | awk '{ print $1 }')
 probe_gbit=$(awk '{ print $2 }' <<<"$probes" | stats | awk '{ print $1 }')
-[[ -n $probe_us && -n $probe_gbit ]] || { probe_us=0; probe_gbit=0; }
+probe_gap=$(awk '{ print $3 }' <<<"$probes" | stats | awk '{ print $1 }')
+[[ -n $probe_us && -n $probe_gbit && -n $probe_gap ]] || { probe_us=0; probe_gbit=0; probe_gap=0; }
 sim_args=()
 [[ $probe_us != 0 ]] && sim_args=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
-                                   --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')")
+                                   --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')"
+                                   --link-gap-ns "$(awk -v u="$probe_gap" 'BEGIN { printf "%d", u * 1000 }')")
 # braid-sim's time for what it chooses ('*') for one collective and size;
 # the emulated hosts are namespaces of this machine, sharing its CPUs
 # (--machine-cpus: priced so, while '*' stays the runtime's choice), priced
@@ -144,7 +146,7 @@ one() {  # impl coll size -> "time_us wrong"
   awk '/^ *[0-9]/ { print $6, $9; exit }' "$log"
 }
 
-echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, TCP congestion control $cc, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s, $rounds rounds; logs in $log_dir" >&2
+echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, TCP congestion control $cc, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s gap ${probe_gap} us, $rounds rounds; logs in $log_dir" >&2
 : >"$log_dir/times.txt"
 for round in $(seq 1 "$rounds"); do
   for coll in $colls; do
@@ -162,7 +164,7 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s; TCP congestion control $cc"
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s, a gap of $probe_gap us; TCP congestion control $cc"
 shaped_ceiling=""
 [[ -n $rate && -n $gbit ]] && shaped_ceiling=$gbit
 for coll in $colls; do

@@ -1,12 +1,13 @@
 """Reading a bench/compare_hosts.sh log: its configurations ("## H hosts x R
-ranks per host, RATE links; ... the job's probe: U us one way, G Gbit/s"),
+ranks per host, RATE links; ... the job's probe: U us one way, G Gbit/s[, a gap
+of P us]"),
 its collectives ("### coll, ...") and their table rows. One place for the
 format, for bench/reprice_hosts.py and bench/summarize_hosts.py."""
 import re
 from dataclasses import dataclass
 
 _CONFIG = re.compile(r"## (\d+) hosts x (\d+) ranks per host, (\S+) links;"
-                     r"(?:.*probe: ([\d.]+) us one way, ([\d.]+) Gbit/s)?")
+                     r"(?:.*probe: ([\d.]+) us one way, ([\d.]+) Gbit/s(?:, a gap of ([\d.]+) us)?)?")
 _COLL = re.compile(r"### (\w+),")
 _SIZE = re.compile(r"\d+[KMG]?")
 
@@ -24,6 +25,7 @@ class Config:
     links: str           # "unshaped" or the rate, e.g. "4gbit"
     probe_us: float      # the job's probe (0: none)
     probe_gbit: float
+    probe_gap_us: float  # the sender's gap between small messages (0: not in the log, before session 33)
 
     @property
     def ranks(self):
@@ -66,7 +68,7 @@ def read(path):
         m = _CONFIG.match(line)
         if m:
             config = Config(int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4) or 0),
-                            float(m.group(5) or 0))
+                            float(m.group(5) or 0), float(m.group(6) or 0))
             coll = None
             continue
         m = _COLL.match(line)

@@ -7,6 +7,7 @@ none beyond the link), so that a change to the model is judged on what ran,
 not on what it would choose now.
 
   bench/reprice_hosts.py LOG [--build build-dev] [--then-build DIR] [--now-args "--machine-cpus 2"] [--loop]
+                         [--gap-ns NS]
 
 --then-build: the build whose braid-sim reproduces the run's choice, where
 the model has changed since (default: --build).
@@ -52,6 +53,8 @@ def main():
     ap.add_argument("--then-args", default="", help="braid-sim options that reproduce the run's choice")
     ap.add_argument("--then-build", default=None, help="the build that reproduces the run's choice (default: --build)")
     ap.add_argument("--loop", action="store_true", help="new prices per call of the benchmark's loop (--calls)")
+    ap.add_argument("--gap-ns", type=int, default=0,
+                    help="the new prices' --link-gap-ns where the log has no gap from the probe (before session 33)")
     a = ap.parse_args()
     now, then = a.now_args.split(), a.then_args.split()
     total = {"old": 0, "new": 0, "rows": 0}
@@ -69,9 +72,12 @@ def main():
         size = hosts_log.bytes_of(row.size)
         measured = row.braid_us
         lat, mbps = int(cfg.probe_us * 1000), int(cfg.probe_gbit * 1000)
+        # The probe's gap, where the log has it (since session 33), or --gap-ns.
+        gap_ns = int(cfg.probe_gap_us * 1000) or a.gap_ns
+        gap = ["--link-gap-ns", str(gap_ns)] if gap_ns else []
         t_then, algo = sim_table(a.then_build or a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
         loop = ["--calls", str(bench_iters(size))] if a.loop else []
-        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop)
+        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop + gap)
         old, new = t_then[algo], t_now[algo]
         ok_old, ok_new = abs(old - measured) <= 0.25 * measured, abs(new - measured) <= 0.25 * measured
         total["rows"] += 1

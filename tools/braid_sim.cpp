@@ -39,7 +39,7 @@ constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
     "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C] [--verify] [--model auto|sim|formula]\n"
-    "                 [--calls K] [--logp]\n"
+    "                 [--calls K] [--logp] [--link-gap-ns G]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -59,6 +59,9 @@ constexpr const char* kUsage =
     "  64 KiB (16 KiB of shared memory between host-mates) leave before their receive is posted,\n"
     "  and a wait for a turn on a CPU shared by ranks (--machine-cpus) holds neither end; the\n"
     "  runtime's choice ('*') is made without these terms\n"
+    "--link-gap-ns G: with --logp, a sender is through with a message across hosts after G ns, not 0.6\n"
+    "  of the latency: the gap between small messages sent back to back, as the\n"
+    "  init probe measures it (BRAID_DEBUG=INFO prints it)\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -90,6 +93,7 @@ struct Options {
   bool host_shares_memory = false;  // PlanArgs::topology.host_shares_memory (--backend auto across hosts)
   int hosts = 1;             // ranks in blocks over this many hosts (PlanArgs::topology.host_of)
   std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
+  std::int64_t link_gap_ns = 0;  // --link-gap-ns: a sender's time per small message across (0: kTcpSendShare)
   int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
@@ -111,7 +115,11 @@ struct Options {
       c.send_share = braid::plan::kTcpSendShare;
       c.eager_bytes = braid::plan::kTcpEagerBytes;
     };
-    if (logp_terms && !rdma) tcp_terms(remote);
+    if (logp_terms && !rdma) {
+      tcp_terms(remote);
+      if (link_gap_ns > 0 && remote.alpha_s > 0)
+        remote.send_share = static_cast<double>(link_gap_ns) * 1e-9 / remote.alpha_s;
+    }
     if (logp_terms && backend == "tcp") tcp_terms(local);
     // Shared memory between host-mates: all of its latency is the ends'
     // work (no wire), but a wait for a turn on a shared CPU is not; up to
@@ -213,6 +221,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--hosts") o.hosts = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--link-latency-ns") o.link_latency_ns = parse_int(flag, value());
     else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
+    else if (flag == "--link-gap-ns") o.link_gap_ns = parse_int(flag, value());
     else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--verify") o.verify = true;
     else if (flag == "--calls") o.calls = static_cast<int>(parse_int(flag, value()));

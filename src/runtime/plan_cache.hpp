@@ -24,6 +24,10 @@ const std::map<plan::Collective, std::string>& algo_overrides();
 struct LinkSettings {
   double latency_s = 0;   // per message, one way
   double s_per_byte = 0;  // inverse bandwidth
+  // The sender's time per small message sent back to back (LogP's gap);
+  // measured by the probe only (0: not measured). The choice does not use
+  // it: braid-sim --link-gap-ns prices loops of calls with it.
+  double gap_s = 0;
 };
 LinkSettings link_settings();
 // The link as the choice prices it: link_settings() where set, else what

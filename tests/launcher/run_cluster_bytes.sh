@@ -24,10 +24,17 @@ grep "link between hosts" /tmp/$name.out
   { echo "FAIL: ranks hold different link figures"; exit 1; }
 gbit=$(grep -m1 "link between hosts" /tmp/$name.out | sed 's/.* \([0-9.]*\) Gbit\/s.*/\1/')
 awk -v g="$gbit" 'BEGIN { exit !(g >= 2.0 && g <= 5.0) }' || { echo "FAIL: the probe measured $gbit Gbit/s on a 4 Gbit/s link"; exit 1; }
+# The gap between small messages sent back to back: measured (not 0), and
+# less than what a message waiting for the one before it to arrive and be
+# answered would take (4 one-way latencies, room for 4 ranks on 2 CPUs).
+read -r one_way gap < <(grep -m1 "link between hosts" /tmp/$name.out |
+  sed 's/.*: \([0-9.]*\) us one way, .* a gap of \([0-9.]*\) us .*/\1 \2/')
+awk -v l="$one_way" -v g="$gap" 'BEGIN { exit !(g > 0 && g < 4 * l) }' ||
+  { echo "FAIL: the probe's gap between small messages is '$gap' us against $one_way us one way"; exit 1; }
 BRAID_LINK_PROBE=0 BRAID_DEBUG=INFO "$braidrun" --hosts "${name}1:1,${name}2:1" --agent "$cluster exec" --timeout 120 \
   "$bench" allreduce -b 8 -e 8 -n 1 -w 0 > /tmp/$name.out 2>&1 || { echo "the run without probe failed"; cat /tmp/$name.out; exit 1; }
 ! grep -q "link between hosts" /tmp/$name.out || { echo "FAIL: BRAID_LINK_PROBE=0 still probed"; exit 1; }
-echo "probe: every rank has the same figures, $gbit Gbit/s on the 4 Gbit/s link; BRAID_LINK_PROBE=0 turns it off"
+echo "probe: every rank has the same figures, $gbit Gbit/s on the 4 Gbit/s link, $one_way us one way, a gap of $gap us; BRAID_LINK_PROBE=0 turns it off"
 
 S=$((4 << 20))  # bytes per call
 sent() { cat /sys/class/net/"${name}$1-v"/statistics/rx_bytes; }  # the bridge side receives what the host sends

@@ -245,6 +245,7 @@ Options parse_args(int argc, char** argv) {
   if (o.machine_cpus < 0 || o.machine_cpus > 1 << 16) usage_error("--machine-cpus takes a CPU count (0: each host a machine)");
   if (o.machine_cpus > 0 && o.hosts < 2) usage_error("--machine-cpus describes hosts emulated on one machine: add --hosts H (H >= 2)");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
+  if (o.link_gap_ns > 0 && !o.logp) usage_error("--link-gap-ns prices messages in LogP's terms: add --logp");
   if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;

@@ -796,6 +796,15 @@ TEST_CASE("cost model: the ends' own time, eager messages, and calls back to bac
     // Rendezvous, the port held until arrival: no overlap between calls.
     CHECK(predict_seconds_per_call(pair(), LinkCosts{plain, plain}, 100) == Approx(10e-6 + 8e-9));
   }
+  SECTION("a sender's gap longer than the latency paces the calls, not the latency") {
+    // The init probe's gap between namespaces of one machine is longer
+    // than its one-way latency (6.7 us against 5.8): send_share 1.2.
+    CostParams slow_sender = logp;
+    slow_sender.send_share = 1.2;
+    const LinkCosts l{slow_sender, slow_sender};
+    CHECK(predict_seconds_per_call(pair(), l, 1) == Approx(12e-6 + 8e-9));
+    CHECK(predict_seconds_per_call(pair(), l, 100) == Approx(12e-6 + 8e-9));
+  }
   SECTION("each later call starts with the executor's copy into Output, after the rank's previous call") {
     // Out of place, each call first copies the 400-byte contribution (100
     // ns at 0.25 ns a byte).

@@ -127,6 +127,7 @@ class Simulator {
       turn_s_ = turns * kSharedTcpTurn;
       c_.alpha_s += turn_s_;
       remote_.alpha_s += turn_s_;
+      if (t.machine_stream_s_per_byte > 0) stream_s_per_byte_ = t.machine_stream_s_per_byte;
     }
   }
 
@@ -247,15 +248,16 @@ class Simulator {
       }
       double arrive = start + alpha + per_byte;
       double through = l.send_share > 0 ? start + own + per_byte : arrive;
-      // Hosts emulated on one machine: the kernel copies the bytes on both
-      // ends, each a CPU of the machine for as long as a stream between
-      // namespaces takes; the message arrives no sooner than both are
+      // Hosts emulated on one machine: both ends' work on the bytes takes a
+      // CPU of the machine each (cost_model.hpp, kMachineStreamSPerByte):
+      // across hosts the sender's kernel carries the stream and the receiver
+      // copies it out; between host-mates each copies (into the shared
+      // ring, out of it). The message arrives no sooner than both are
       // through. The link itself is not held longer: a shaped one leaves the
       // CPUs time to spare.
-      if (crosses && machines_ && machine(e.rank) == machine(rcv.rank)) {
-        const double cpu = kMachineStreamSPerByte * b;
-        const double sent = take_cpu(machine(e.rank), start, cpu);
-        arrive = std::max({arrive, sent + l.alpha_s, take_cpu(machine(rcv.rank), start, cpu) + l.alpha_s});
+      if (machines_ && machine(e.rank) == machine(rcv.rank)) {
+        const double sent = take_cpu(machine(e.rank), start, (crosses ? stream_s_per_byte_ : l.copy_s_per_byte) * b);
+        arrive = std::max({arrive, sent + l.alpha_s, take_cpu(machine(rcv.rank), start, l.copy_s_per_byte * b) + l.alpha_s});
         through = l.send_share > 0 ? std::max(through, sent) : arrive;
       }
       if (hosts_) {
@@ -463,6 +465,8 @@ class Simulator {
   const bool boxed_;               // the plan runs over fast boxes
   const std::vector<int>* machines_ = nullptr;  // null: each host its own machine
   double turn_s_ = 0.0;  // kSharedTcpTurn's part of every message's alpha (machines_)
+  // A stream's time per byte on its sender's CPU between hosts of one machine (machines_).
+  double stream_s_per_byte_ = kMachineStreamSPerByte;
   // Per machine, per CPU: its busy spans.
   std::unordered_map<int, std::vector<Calendar>> cpus_;
   double now_ = 0.0;  // the time of the event being handled

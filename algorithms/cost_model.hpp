@@ -24,9 +24,11 @@
 // message algorithms' choices).
 //
 // Hosts emulated on one machine (Topology::machine_cpus): the machine's
-// CPUs are a shared resource. A message between two of its hosts takes a
-// CPU on each end for a stream's time per byte (the kernel's copies,
-// kMachineStreamSPerByte), and arrives no sooner than both are through;
+// CPUs are a shared resource. A message between two of its ranks takes a
+// CPU on each end, and arrives no sooner than both are through: across
+// hosts the sender's for a stream's time per byte (the kernel's work,
+// Topology::machine_stream_s_per_byte or kMachineStreamSPerByte) and the
+// receiver's for a copy; between host-mates a copy on each end;
 // local work (Copy, Reduce, a RecvReduce's combining) takes a CPU for its
 // time; each goes to the CPU that can finish it first, in the first gap
 // long enough. With k ranks to a CPU every message costs k-1 turns of the
@@ -131,13 +133,20 @@ inline constexpr double kTcpEagerBytes = 64.0 * 1024;
 // the same pricing of messages between host-mates across hosts.
 inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // One TCP stream between network namespaces of one machine, as its CPUs
-// carry it (Topology::machine_cpus): ~32 Gbit/s of the kernel's copies with
-// cubic, the hosts' congestion control (tools/cluster --cc). Two streams at
-// once on 2 CPUs get half each: 2 hosts x 1 rank unshaped, all_gather of
-// 64 MiB measured 16.1 ms, 2 x 32 MiB x 0.25 ns = 16.8 (bench/RESULTS.md
-// section 44; under bbr, 0.4 ns fitted 25.8 ms, section 28). Not
-// kTcpLoopback's rate, which is one pair's messages on loopback with every
-// CPU free.
+// carry it (Topology::machine_cpus), where braid-sim is not given the rate
+// measured (--machine-stream-mbps, which bench/compare_hosts.sh measures
+// with iperf3): ~32 Gbit/s, as this machine kind read under cubic in
+// session 31 (43-49 in session 33's). The sender's CPU carries a message
+// through the whole stack into the receiver's socket (the veth hands it
+// over in the sender's softirq), which is what bounds one stream, so the
+// sender takes the stream's time per byte; the receiver only copies the
+// bytes out (copy_s_per_byte). Messages between host-mates take a copy on
+// each end (into the shared ring, out of it). Until session 33 both ends
+// of a stream took the stream's time and host-mates' messages took no CPU:
+// on every grid log of sessions 31-33 the split prices 11-28 more of the
+// 244 rows within 25% (bench/RESULTS.md section 48); 2 x 1 unshaped at 2
+// MiB had been priced 2.5x its time (section 44: 0.25 ns on both ends
+// fitted 64 MiB all_gather at 2 x 1, 16.8 ms against 16.1).
 inline constexpr double kMachineStreamSPerByte = 0.25e-9;
 // RDMA (backend 'verbs', Topology::rdma): a message ~2 us, 0.1 ns/byte (a
 // 100 Gbit/s class link); a Signal is one small WRITE, ~1.5 us to the

@@ -173,6 +173,9 @@ struct Topology {
   // runtime_choice, says why).
   std::vector<int> machine_of;
   int machine_cpus = 0;
+  // One TCP stream's time per byte between two of its namespaces, as
+  // measured (iperf3, unshaped); 0: kMachineStreamSPerByte.
+  double machine_stream_s_per_byte = 0;
 };
 
 struct PlanArgs {

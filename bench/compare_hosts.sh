@@ -81,6 +81,20 @@ if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
   gbit=$("$cluster" exec ${name}2 iperf3 -c ${name}1 -t 3 -f g 2>/dev/null | awk '/receiver/ { print $(NF-2) }')
   link="${gbit:-?} Gbit/s (iperf3, one stream, ${name}2 to ${name}1)"
 fi
+# The machine's own stream between two of its namespaces, unshaped, for
+# braid-sim --machine-stream-mbps (the sender's CPU carries it): the link
+# above where it is unshaped, else a pair of hosts of its own.
+stream=""
+if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
+  if [[ -z $rate ]]; then
+    stream=$gbit
+  else
+    "$cluster" up 2 --name ${name}s ${TCP_CC:+--cc "$TCP_CC"} >/dev/null 2>&1
+    "$cluster" exec ${name}s1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5
+    stream=$("$cluster" exec ${name}s2 iperf3 -c ${name}s1 -t 3 -f g 2>/dev/null | awk '/receiver/ { print $(NF-2) }')
+    "$cluster" down --name ${name}s >/dev/null 2>&1
+  fi
+fi
 
 # The link as the runtime's cost model sees it: what the job's probe
 # measures at init (link_probe.hpp), for braid-sim's predictions; the median
@@ -96,7 +110,8 @@ probe_gbit=$(awk '{ print $2 }' <<<"$probes" | stats | awk '{ print $1 }')
 probe_gap=$(awk '{ print $3 }' <<<"$probes" | stats | awk '{ print $1 }')
 [[ -n $probe_us && -n $probe_gbit && -n $probe_gap ]] || { probe_us=0; probe_gbit=0; probe_gap=0; }
 sim_args=()
-[[ $probe_us != 0 ]] && sim_args=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
+[[ -n $stream ]] && sim_args+=(--machine-stream-mbps "$(awk -v g="$stream" 'BEGIN { printf "%d", g * 1000 }')")
+[[ $probe_us != 0 ]] && sim_args+=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
                                    --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')"
                                    --link-gap-ns "$(awk -v u="$probe_gap" 'BEGIN { printf "%d", u * 1000 }')")
 # braid-sim's time for what it chooses ('*') for one collective and size;
@@ -146,7 +161,7 @@ one() {  # impl coll size -> "time_us wrong"
   awk '/^ *[0-9]/ { print $6, $9; exit }' "$log"
 }
 
-echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, TCP congestion control $cc, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s gap ${probe_gap} us, $rounds rounds; logs in $log_dir" >&2
+echo "# compare_hosts.sh: $hosts hosts x $per ranks, rate ${rate:-unshaped}, TCP congestion control $cc, link $link, probe ${probe_us} us ${probe_gbit} Gbit/s gap ${probe_gap} us, machine stream ${stream:-?} Gbit/s, $rounds rounds; logs in $log_dir" >&2
 : >"$log_dir/times.txt"
 for round in $(seq 1 "$rounds"); do
   for coll in $colls; do
@@ -164,7 +179,7 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s, a gap of $probe_gap us; TCP congestion control $cc"
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s, a gap of $probe_gap us; the machine's stream: ${stream:-?} Gbit/s; TCP congestion control $cc"
 shaped_ceiling=""
 [[ -n $rate && -n $gbit ]] && shaped_ceiling=$gbit
 for coll in $colls; do

@@ -1,13 +1,14 @@
 """Reading a bench/compare_hosts.sh log: its configurations ("## H hosts x R
 ranks per host, RATE links; ... the job's probe: U us one way, G Gbit/s[, a gap
-of P us]"),
+of P us][; the machine's stream: S Gbit/s]"),
 its collectives ("### coll, ...") and their table rows. One place for the
 format, for bench/reprice_hosts.py and bench/summarize_hosts.py."""
 import re
 from dataclasses import dataclass
 
 _CONFIG = re.compile(r"## (\d+) hosts x (\d+) ranks per host, (\S+) links;"
-                     r"(?:.*probe: ([\d.]+) us one way, ([\d.]+) Gbit/s(?:, a gap of ([\d.]+) us)?)?")
+                     r"(?:.*probe: ([\d.]+) us one way, ([\d.]+) Gbit/s(?:, a gap of ([\d.]+) us)?)?"
+                     r"(?:.*the machine's stream: ([\d.]+) Gbit/s)?")
 _COLL = re.compile(r"### (\w+),")
 _SIZE = re.compile(r"\d+[KMG]?")
 
@@ -26,6 +27,7 @@ class Config:
     probe_us: float      # the job's probe (0: none)
     probe_gbit: float
     probe_gap_us: float  # the sender's gap between small messages (0: not in the log, before session 33)
+    stream_gbit: float   # one stream between two namespaces, unshaped (0: not in the log, before session 33)
 
     @property
     def ranks(self):
@@ -68,7 +70,7 @@ def read(path):
         m = _CONFIG.match(line)
         if m:
             config = Config(int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4) or 0),
-                            float(m.group(5) or 0), float(m.group(6) or 0))
+                            float(m.group(5) or 0), float(m.group(6) or 0), float(m.group(7) or 0))
             coll = None
             continue
         m = _COLL.match(line)

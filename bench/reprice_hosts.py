@@ -7,7 +7,7 @@ none beyond the link), so that a change to the model is judged on what ran,
 not on what it would choose now.
 
   bench/reprice_hosts.py LOG [--build build-dev] [--then-build DIR] [--now-args "--machine-cpus 2"] [--loop]
-                         [--gap-ns NS]
+                         [--gap-ns NS] [--stream-mbps M]
 
 --then-build: the build whose braid-sim reproduces the run's choice, where
 the model has changed since (default: --build).
@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--loop", action="store_true", help="new prices per call of the benchmark's loop (--calls)")
     ap.add_argument("--gap-ns", type=int, default=0,
                     help="the new prices' --link-gap-ns where the log has no gap from the probe (before session 33)")
+    ap.add_argument("--stream-mbps", type=int, default=0,
+                    help="the new prices' --machine-stream-mbps where the log has no stream (before session 33)")
     a = ap.parse_args()
     now, then = a.now_args.split(), a.then_args.split()
     total = {"old": 0, "new": 0, "rows": 0}
@@ -75,6 +77,10 @@ def main():
         # The probe's gap, where the log has it (since session 33), or --gap-ns.
         gap_ns = int(cfg.probe_gap_us * 1000) or a.gap_ns
         gap = ["--link-gap-ns", str(gap_ns)] if gap_ns else []
+        # The machine's stream, where the log has it (since session 33), or --stream-mbps.
+        stream_mbps = int(cfg.stream_gbit * 1000) or a.stream_mbps
+        if stream_mbps and "--machine-cpus" in now:
+            gap += ["--machine-stream-mbps", str(stream_mbps)]
         t_then, algo = sim_table(a.then_build or a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
         loop = ["--calls", str(bench_iters(size))] if a.loop else []
         t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop + gap)

@@ -38,7 +38,8 @@ using braid::plan::Collective;
 constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
-    "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C] [--verify] [--model auto|sim|formula]\n"
+    "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C [--machine-stream-mbps S]] [--verify]\n"
+    "                 [--model auto|sim|formula]\n"
     "                 [--calls K] [--logp] [--link-gap-ns G]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
@@ -50,6 +51,8 @@ constexpr const char* kUsage =
     "  the backend's costs, pairs across at the link's (default: the backend's; as BRAID_LINK_* at run time)\n"
     "--machine-cpus C: the hosts are emulated on one machine of C CPUs (network namespaces, tools/cluster):\n"
     "  streams between them share its CPUs, and so does the ranks' work; '*' stays the runtime's choice\n"
+    "--machine-stream-mbps S: one TCP stream between two of its namespaces, unshaped (iperf3), in Mbit/s;\n"
+    "  with a CPU to each rank it is the sender's share of a message (default 32000)\n"
     "--model: price each plan by simulating it (sim) or by its closed formula (formula); auto, as the\n"
     "  runtime's choice does: simulated up to 256 ranks, formulas above (whole plans grow as n^2)\n"
     "--calls K: the time per call of K calls issued back to back, as a benchmark's timed loop issues\n"
@@ -95,6 +98,7 @@ struct Options {
   std::int64_t link_latency_ns = 0, link_mbps = 0;  // the link between hosts (0: the backend's)
   std::int64_t link_gap_ns = 0;  // --link-gap-ns: a sender's time per small message across (0: kTcpSendShare)
   int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
+  std::int64_t machine_stream_mbps = 0;  // one stream between its namespaces (0: kMachineStreamSPerByte)
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
   int calls = 1;               // --calls
@@ -223,6 +227,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--link-mbps") o.link_mbps = parse_int(flag, value());
     else if (flag == "--link-gap-ns") o.link_gap_ns = parse_int(flag, value());
     else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
+    else if (flag == "--machine-stream-mbps") o.machine_stream_mbps = parse_int(flag, value());
     else if (flag == "--verify") o.verify = true;
     else if (flag == "--calls") o.calls = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--logp") o.logp = true;
@@ -244,6 +249,8 @@ Options parse_args(int argc, char** argv) {
   if (o.link_latency_ns < 0 || o.link_mbps < 0) usage_error("--link-latency-ns and --link-mbps take positive numbers");
   if (o.machine_cpus < 0 || o.machine_cpus > 1 << 16) usage_error("--machine-cpus takes a CPU count (0: each host a machine)");
   if (o.machine_cpus > 0 && o.hosts < 2) usage_error("--machine-cpus describes hosts emulated on one machine: add --hosts H (H >= 2)");
+  if (o.machine_stream_mbps > 0 && o.machine_cpus == 0)
+    usage_error("--machine-stream-mbps is the rate of a stream between hosts emulated on one machine: add --machine-cpus C");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.link_gap_ns > 0 && !o.logp) usage_error("--link-gap-ns prices messages in LogP's terms: add --logp");
   if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));
@@ -270,6 +277,7 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
   if (o.machine_cpus > 0) {
     a.topology.machine_of.assign(static_cast<std::size_t>(o.ranks), 0);
     a.topology.machine_cpus = o.machine_cpus;
+    if (o.machine_stream_mbps > 0) a.topology.machine_stream_s_per_byte = 8.0 / (static_cast<double>(o.machine_stream_mbps) * 1e6);
   }
   return a;
 }

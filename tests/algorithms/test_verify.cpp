@@ -877,18 +877,21 @@ TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]")
 
 TEST_CASE("cost model: hosts emulated on one machine share its CPUs", "[cost]") {
   // Two ranks on two hosts swap 1 MB. Between namespaces of one machine
-  // the kernel copies each message on both ends, a CPU each for as long as
-  // a stream between namespaces takes (kMachineStreamSPerByte), whatever
-  // the link's own rate.
-  const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
-  const double cpu = kMachineStreamSPerByte * 1e6;  // one end of one message
-  auto swap = [](int ranks, int machine_cpus, bool one_machine) {
+  // the sender's CPU carries a message through the kernel for as long as a
+  // stream between namespaces takes (kMachineStreamSPerByte, or the rate
+  // measured), and the receiver's copies it out, whatever the link's own
+  // rate; host-mates' messages take a copy on each end.
+  const CostParams local{1e-6, 1e-12, 0.5e-9, 0.25e-9};
+  const CostParams fast_link{10e-6, 1e-12, 0.5e-9, 0.1e-9};  // copies at 0.1 ns a byte
+  const double send = kMachineStreamSPerByte * 1e6, copy = 0.1e-9 * 1e6;  // one message's ends
+  auto swap = [](int ranks, int machine_cpus, bool one_machine, double stream_s_per_byte = 0) {
     PlanArgs a = make_args(Collective::Broadcast, ranks, 500000, 0, 4);  // no copy before the plan
     a.topology.host_of.clear();
     for (int r = 0; r < ranks; ++r) a.topology.host_of.push_back(r * 2 / ranks);
     if (one_machine) {
       a.topology.machine_of.assign(static_cast<std::size_t>(ranks), 0);
       a.topology.machine_cpus = machine_cpus;
+      a.topology.machine_stream_s_per_byte = stream_s_per_byte;
     }
     PlanBuilder b(a, "t");
     const int peer = ranks / 2;  // rank 0's counterpart on the other host
@@ -898,23 +901,51 @@ TEST_CASE("cost model: hosts emulated on one machine share its CPUs", "[cost]") 
     b.recv(0, peer, out(0, 250000));
     return b.finish();
   };
-  SECTION("a fast link: the two messages' four copies share 2 CPUs, 4 share nothing") {
-    const LinkCosts fast{local, CostParams{10e-6, 1e-12, 0.5e-9, 0.25e-9}};
+  SECTION("a fast link: the two messages' work shares 2 CPUs, 4 share nothing") {
+    const LinkCosts fast{local, fast_link};
     CHECK(predict_seconds(swap(2, 0, false), fast) == Approx(10e-6 + 1e-6));
-    CHECK(predict_seconds(swap(2, 2, true), fast) == Approx(2 * cpu + 10e-6));
-    CHECK(predict_seconds(swap(2, 4, true), fast) == Approx(cpu + 10e-6));
+    // Two senders' streams and two receivers' copies on 2 CPUs.
+    CHECK(predict_seconds(swap(2, 2, true), fast) == Approx(send + copy + 10e-6));
+    // A CPU each: the sender's stream is the longer end.
+    CHECK(predict_seconds(swap(2, 4, true), fast) == Approx(send + 10e-6));
+    // The stream's rate as measured (here 64 Gbit/s: 0.125 ns a byte).
+    CHECK(predict_seconds(swap(2, 4, true, 0.125e-9), fast) == Approx(0.125e-9 * 1e6 + 10e-6));
   }
   SECTION("a slow link: the CPUs keep up, the link is the bound") {
-    const LinkCosts slow{local, CostParams{10e-6, 4e-9, 0.5e-9, 0.25e-9}};
+    const LinkCosts slow{local, CostParams{10e-6, 4e-9, 0.5e-9, 0.1e-9}};
     CHECK(predict_seconds(swap(2, 2, true), slow) == Approx(predict_seconds(swap(2, 0, false), slow)));
   }
   SECTION("more ranks than CPUs: a message waits for its receiver's turn") {
     // 4 ranks on 2 CPUs: every message costs one other rank's turn more,
-    // and the four copies share the 2 CPUs.
-    const LinkCosts fast{local, CostParams{10e-6, 1e-12, 0.5e-9, 0.25e-9}};
-    CHECK(predict_seconds(swap(4, 2, true), fast) == Approx(2 * cpu + 10e-6 + 14e-6));
-    // With 4 CPUs: a CPU each, and the copies on two pairs of CPUs at once.
-    CHECK(predict_seconds(swap(4, 4, true), fast) == Approx(cpu + 10e-6));
+    // and the two messages' work shares the 2 CPUs.
+    const LinkCosts fast{local, fast_link};
+    CHECK(predict_seconds(swap(4, 2, true), fast) == Approx(send + copy + 10e-6 + 14e-6));
+    // With 4 CPUs: a CPU each.
+    CHECK(predict_seconds(swap(4, 4, true), fast) == Approx(send + 10e-6));
+  }
+  SECTION("host-mates' messages copy on both ends, on the machine's CPUs") {
+    // 2 hosts x 2 ranks: rank 0 sends 1 MB to its host-mate 1.
+    PlanArgs a = make_args(Collective::Broadcast, 4, 250000, 0, 4);
+    a.topology.host_of = {0, 0, 1, 1};
+    PlanBuilder b(a, "t");
+    b.send(0, 1, out(0, 250000));
+    b.recv(1, 0, out(0, 250000));
+    const Plan p = b.finish();
+    const LinkCosts links{local, fast_link};
+    const double local_copy = 0.25e-9 * 1e6;
+    CHECK(predict_seconds(p, links) == Approx(1e-6 + 1e-6));  // each host a machine: no CPUs shared
+    PlanArgs one = a;
+    one.topology.machine_of = {0, 0, 0, 0};
+    for (int cpus : {1, 4}) {
+      one.topology.machine_cpus = cpus;
+      PlanBuilder c(one, "t");
+      c.send(0, 1, out(0, 250000));
+      c.recv(1, 0, out(0, 250000));
+      // One CPU: the two copies one after the other (and a turn, 4 ranks to
+      // a CPU: 3 x 14 us); four: side by side.
+      const double expected = cpus == 1 ? 2 * local_copy + 1e-6 + 3 * 14e-6 : local_copy + 1e-6;
+      CHECK(predict_seconds(c.finish(), links) == Approx(expected));
+    }
   }
 }
 

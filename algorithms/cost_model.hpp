@@ -143,7 +143,7 @@ inline constexpr double kShmEagerBytes = 16.0 * 1024;
 // bytes out (copy_s_per_byte). Messages between host-mates take a copy on
 // each end (into the shared ring, out of it). Until session 33 both ends
 // of a stream took the stream's time and host-mates' messages took no CPU:
-// on every grid log of sessions 31-33 the split prices 11-28 more of the
+// on every grid log of sessions 31-33 the split prices 15-28 more of the
 // 244 rows within 25% (bench/RESULTS.md section 48); 2 x 1 unshaped at 2
 // MiB had been priced 2.5x its time (section 44: 0.25 ns on both ends
 // fitted 64 MiB all_gather at 2 x 1, 16.8 ms against 16.1).

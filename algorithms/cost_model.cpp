@@ -250,13 +250,14 @@ class Simulator {
       double through = l.send_share > 0 ? start + own + per_byte : arrive;
       // Hosts emulated on one machine: both ends' work on the bytes takes a
       // CPU of the machine each (cost_model.hpp, kMachineStreamSPerByte):
-      // across hosts the sender's kernel carries the stream and the receiver
-      // copies it out; between host-mates each copies (into the shared
-      // ring, out of it). The message arrives no sooner than both are
-      // through. The link itself is not held longer: a shaped one leaves the
-      // CPUs time to spare.
+      // over TCP the sender's kernel carries the stream and the receiver
+      // copies it out; between host-mates that share memory each copies
+      // (into the shared ring, out of it). The message arrives no sooner
+      // than both are through. The link itself is not held longer: a shaped
+      // one leaves the CPUs time to spare.
       if (machines_ && machine(e.rank) == machine(rcv.rank)) {
-        const double sent = take_cpu(machine(e.rank), start, (crosses ? stream_s_per_byte_ : l.copy_s_per_byte) * b);
+        const bool tcp = crosses || !p_.args.topology.host_shares_memory;
+        const double sent = take_cpu(machine(e.rank), start, (tcp ? stream_s_per_byte_ : l.copy_s_per_byte) * b);
         arrive = std::max({arrive, sent + l.alpha_s, take_cpu(machine(rcv.rank), start, l.copy_s_per_byte * b) + l.alpha_s});
         through = l.send_share > 0 ? std::max(through, sent) : arrive;
       }

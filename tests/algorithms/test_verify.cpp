@@ -923,29 +923,34 @@ TEST_CASE("cost model: hosts emulated on one machine share its CPUs", "[cost]") 
     // With 4 CPUs: a CPU each.
     CHECK(predict_seconds(swap(4, 4, true), fast) == Approx(send + 10e-6));
   }
-  SECTION("host-mates' messages copy on both ends, on the machine's CPUs") {
-    // 2 hosts x 2 ranks: rank 0 sends 1 MB to its host-mate 1.
-    PlanArgs a = make_args(Collective::Broadcast, 4, 250000, 0, 4);
-    a.topology.host_of = {0, 0, 1, 1};
-    PlanBuilder b(a, "t");
-    b.send(0, 1, out(0, 250000));
-    b.recv(1, 0, out(0, 250000));
-    const Plan p = b.finish();
-    const LinkCosts links{local, fast_link};
-    const double local_copy = 0.25e-9 * 1e6;
-    CHECK(predict_seconds(p, links) == Approx(1e-6 + 1e-6));  // each host a machine: no CPUs shared
-    PlanArgs one = a;
-    one.topology.machine_of = {0, 0, 0, 0};
-    for (int cpus : {1, 4}) {
-      one.topology.machine_cpus = cpus;
-      PlanBuilder c(one, "t");
-      c.send(0, 1, out(0, 250000));
-      c.recv(1, 0, out(0, 250000));
-      // One CPU: the two copies one after the other (and a turn, 4 ranks to
-      // a CPU: 3 x 14 us); four: side by side.
-      const double expected = cpus == 1 ? 2 * local_copy + 1e-6 + 3 * 14e-6 : local_copy + 1e-6;
-      CHECK(predict_seconds(c.finish(), links) == Approx(expected));
-    }
+  SECTION("host-mates' messages copy on both ends, on the machine's CPUs; over TCP the sender's carries a stream") {
+    // 2 hosts x 2 ranks: rank 0 sends 1 MB to its host-mate 1, whose link
+    // copies at 0.2 ns a byte.
+    const CostParams mates{1e-6, 1e-12, 0.5e-9, 0.2e-9};
+    const LinkCosts links{mates, fast_link};
+    const double mate_copy = 0.2e-9 * 1e6;
+    auto to_mate = [](int cpus, bool shares_memory) {
+      PlanArgs a = make_args(Collective::Broadcast, 4, 250000, 0, 4);
+      a.topology.host_of = {0, 0, 1, 1};
+      a.topology.host_shares_memory = shares_memory;
+      if (cpus > 0) {
+        a.topology.machine_of = {0, 0, 0, 0};
+        a.topology.machine_cpus = cpus;
+      }
+      PlanBuilder b(a, "t");
+      b.send(0, 1, out(0, 250000));
+      b.recv(1, 0, out(0, 250000));
+      return b.finish();
+    };
+    CHECK(predict_seconds(to_mate(0, true), links) == Approx(1e-6 + 1e-6));  // each host a machine: no CPUs shared
+    // One CPU: the two copies one after the other (and the turns of 4 ranks
+    // on a CPU: 3 x 14 us); four: side by side.
+    CHECK(predict_seconds(to_mate(1, true), links) == Approx(2 * mate_copy + 1e-6 + 3 * 14e-6));
+    CHECK(predict_seconds(to_mate(4, true), links) == Approx(mate_copy + 1e-6));
+    // Host-mates over TCP (a backend that forces it): the sender's kernel
+    // carries the stream, the receiver copies.
+    CHECK(predict_seconds(to_mate(1, false), links) == Approx(send + mate_copy + 1e-6 + 3 * 14e-6));
+    CHECK(predict_seconds(to_mate(4, false), links) == Approx(send + 1e-6));
   }
 }
 

@@ -11,8 +11,10 @@
 # shaped link each row also gives Braid's busbw over the algorithmic ceiling
 # (that link times the collective's factor, below). Each row also gives
 # braid-sim's prediction for what the runtime chooses, priced with the link
-# the job's own probe measured (BRAID_DEBUG=INFO of short jobs), and the
-# measured time over it.
+# the job's own probe measured (BRAID_DEBUG=INFO of short jobs: latency,
+# rate and the gap between small messages) and with the machine's own
+# stream between two unshaped namespaces (iperf3), and the measured time
+# over it.
 #
 #   bench/compare_hosts.sh BUILD [BEFORE_BUILD]      (root: namespaces)
 #   HOSTS=2 PER_HOST=2 RATE=4gbit (empty: unshaped) ROUNDS=3

@@ -8,6 +8,9 @@
 #                                      down at exit; sets $cc and
 #                                      $cluster, $host_list ("NAME1:PER,...")
 #                                      and $n (the ranks)
+#   iperf3_gbit SERVER CLIENT [STREAMS] one iperf3 run (3 s, STREAMS at once,
+#                                      default 1) from host CLIENT to host
+#                                      SERVER of $cluster: Gbit/s in all
 #   bytes_of SIZE                      8, 1K, 64M -> bytes
 #   stats                              numbers on stdin -> "median min max"
 #   busbw_factor COLL N                nccl-tests' busbw / algbw for COLL on N ranks
@@ -22,6 +25,12 @@ cluster_start() {
   host_list=""
   for i in $(seq 1 "$hosts"); do host_list+="${host_list:+,}$name$i:$per"; done
   n=$((hosts * per))
+}
+
+iperf3_gbit() {
+  "$cluster" exec "$1" iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5  # a daemon: waits for one client
+  # With several streams the last 'receiver' line is their sum.
+  "$cluster" exec "$2" iperf3 -c "$1" -t 3 -P "${3:-1}" -f g 2>/dev/null | awk '/receiver/ { v = $(NF-2) } END { print v }'
 }
 
 bytes_of() {

@@ -79,8 +79,7 @@ fi
 
 link="not measured (no iperf3)" gbit=""
 if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
-  "$cluster" exec ${name}1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5  # a daemon: waits for one client
-  gbit=$("$cluster" exec ${name}2 iperf3 -c ${name}1 -t 3 -f g 2>/dev/null | awk '/receiver/ { print $(NF-2) }')
+  gbit=$(iperf3_gbit ${name}1 ${name}2)
   link="${gbit:-?} Gbit/s (iperf3, one stream, ${name}2 to ${name}1)"
 fi
 # The machine's own stream between two of its namespaces, unshaped, for
@@ -92,8 +91,7 @@ if command -v iperf3 >/dev/null && (( hosts >= 2 )); then
     stream=$gbit
   else
     "$cluster" up 2 --name ${name}s ${TCP_CC:+--cc "$TCP_CC"} >/dev/null 2>&1
-    "$cluster" exec ${name}s1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5
-    stream=$("$cluster" exec ${name}s2 iperf3 -c ${name}s1 -t 3 -f g 2>/dev/null | awk '/receiver/ { print $(NF-2) }')
+    stream=$(iperf3_gbit ${name}s1 ${name}s2)
     "$cluster" down --name ${name}s >/dev/null 2>&1
   fi
 fi

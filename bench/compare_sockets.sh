@@ -28,9 +28,7 @@ link="not measured (no iperf3)"
 if command -v iperf3 >/dev/null; then
   link=""
   for streams in 1 4; do
-    "$cluster" exec ${name}1 iperf3 -s -1 -D >/dev/null 2>&1; sleep 0.5
-    gbit=$("$cluster" exec ${name}2 iperf3 -c ${name}1 -t 3 -P $streams -f g 2>/dev/null |
-           awk '/receiver/ { v = $(NF-2) } END { print v }')
+    gbit=$(iperf3_gbit ${name}1 ${name}2 $streams)
     link+="${link:+, }${gbit:-?} Gbit/s with $streams stream(s)"
   done
 fi

@@ -74,16 +74,19 @@ def main():
         size = hosts_log.bytes_of(row.size)
         measured = row.braid_us
         lat, mbps = int(cfg.probe_us * 1000), int(cfg.probe_gbit * 1000)
-        # The probe's gap, where the log has it (since session 33), or --gap-ns.
+        # What the run measured besides the link, for the new prices: the
+        # probe's gap and the machine's stream, where the log has them (since
+        # session 33), or --gap-ns and --stream-mbps.
+        measured_args = []
         gap_ns = int(cfg.probe_gap_us * 1000) or a.gap_ns
-        gap = ["--link-gap-ns", str(gap_ns)] if gap_ns else []
-        # The machine's stream, where the log has it (since session 33), or --stream-mbps.
+        if gap_ns:
+            measured_args += ["--link-gap-ns", str(gap_ns)]
         stream_mbps = int(cfg.stream_gbit * 1000) or a.stream_mbps
         if stream_mbps and "--machine-cpus" in now:
-            gap += ["--machine-stream-mbps", str(stream_mbps)]
+            measured_args += ["--machine-stream-mbps", str(stream_mbps)]
         t_then, algo = sim_table(a.then_build or a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, then)
         loop = ["--calls", str(bench_iters(size))] if a.loop else []
-        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop + gap)
+        t_now, _ = sim_table(a.build, coll, cfg.ranks, cfg.hosts, lat, mbps, size, now + loop + measured_args)
         old, new = t_then[algo], t_now[algo]
         ok_old, ok_new = abs(old - measured) <= 0.25 * measured, abs(new - measured) <= 0.25 * measured
         total["rows"] += 1

@@ -537,11 +537,22 @@ double simulate(const Plan& plan, const LinkCosts& links, const Plan* one_call) 
 
 }  // namespace
 
-double predict_seconds(const Plan& plan, const LinkCosts& links) { return simulate(plan, links, nullptr); }
+double predict_seconds(const Plan& plan, const LinkCosts& links) {
+  return simulate(plan, links, nullptr) + links.local.call_s;
+}
 
 double predict_seconds_per_call(const Plan& plan, const LinkCosts& links, int calls) {
   if (calls <= 1) return predict_seconds(plan, links);
-  return simulate(back_to_back(plan, calls, contract_copy(plan)), links, &plan) / calls;
+  return simulate(back_to_back(plan, calls, contract_copy(plan)), links, &plan) / calls + links.local.call_s;
+}
+
+CostParams with_line_exchange(const CostParams& p, double line_exchange_s) {
+  CostParams q = p;
+  if (q.fastbox_alpha_s > 0 && line_exchange_s > 0) {
+    q.fastbox_alpha_s = fastbox_message_s(line_exchange_s);
+    q.fastbox_beta_s_per_byte = fastbox_byte_s(line_exchange_s);
+  }
+  return q;
 }
 
 CostParams with_link(const CostParams& base, double latency_s, double s_per_byte) {

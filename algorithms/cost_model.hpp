@@ -101,7 +101,33 @@ struct CostParams {
   // Recv is posted), and the Send completes when the sender is through
   // with it. 0: every message waits for both ends (rendezvous).
   double eager_bytes = 0.0;
+  // A call's own cost on each rank, whatever its plan: checking the
+  // arguments, finding the plan, starting it and returning. A rank's calls
+  // run one after another, so it lies on every rank's path once per call:
+  // added to the time per call (a constant, it moves no choice).
+  double call_s = 0.0;
 };
+
+// A call in a world of one, which runs no plan: braid-bench allreduce at 1
+// rank, 8 B to 512 B, 0.06-0.07 us a call on this machine kind (session
+// 34, bench/RESULTS.md section 49). Beside the fast boxes' 0.1 us it is
+// most of the difference between a 2-rank all_reduce of 8 bytes priced
+// without it (0.10 us) and measured (0.14-0.18 in the host's usual phase).
+inline constexpr double kCallS = 0.06e-6;
+
+// The fast boxes' costs follow one figure, the round trip of a cache line
+// between two CPUs (bench/probes' line-exchange), which this machine kind's
+// host sets by where it places the two vCPUs: 0.04-0.07 us in its usual
+// phase, 0.20-0.26 in its slow one (bench/RESULTS.md section 33). A message
+// costs a round trip plus the loop's own 0.05 us: the sender takes the
+// line back from the receiver that last polled it, and the receiver's poll
+// pulls it over. Per byte, lines stream, overlapped: each costs 6.4% of a
+// round trip (0.05 ns a byte at 0.05 us). Fitted on 2-rank all_reduce in
+// both phases (8 B: 0.14-0.18 and 0.33-0.38 us; 4 KiB 0.51 and 1.83-1.93;
+// section 49).
+inline constexpr double kLineExchangeS = 0.05e-6;
+constexpr double fastbox_message_s(double line_exchange_s) { return line_exchange_s + 0.05e-6; }
+constexpr double fastbox_byte_s(double line_exchange_s) { return line_exchange_s * 1e-3; }
 
 // Measured on this machine kind (/work/shared/notes/baselines.md):
 // TCP loopback: Braid's 8-byte all_reduce at 2 ranks over TCP 7.0-7.5 us
@@ -113,7 +139,8 @@ struct CostParams {
 // gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
-inline constexpr CostParams kTcpLoopback{7e-6, 0.24e-9, 0.105e-9, 0.091e-9, 7e-6, 0.0, 0.0, 1.0};
+inline constexpr CostParams kTcpLoopback{.alpha_s = 7e-6, .beta_s_per_byte = 0.24e-9, .gamma_s_per_byte = 0.105e-9,
+                                         .copy_s_per_byte = 0.091e-9, .signal_s = 7e-6, .call_s = kCallS};
 // What TCP between processes of one machine adds in LogP's terms, for
 // braid-sim --logp (not the runtime's choice: the closed formulas of
 // estimate.hpp, and the choices they and the simulator make, are fitted
@@ -154,7 +181,9 @@ inline constexpr double kMachineStreamSPerByte = 0.25e-9;
 // datasheet-class figures for InfiniBand or RoCE, not measured here: the
 // only RDMA on this machine kind is Soft-RoCE under emulation, three orders
 // slower and no guide. The link probe of issue 17 is to replace them.
-inline constexpr CostParams kRdma{2e-6, 0.1e-9, 0.105e-9, 0.091e-9, 1.5e-6, 3e-6, 0.1e-9, 1.0, 0.0, 0.0, true};
+inline constexpr CostParams kRdma{.alpha_s = 2e-6, .beta_s_per_byte = 0.1e-9, .gamma_s_per_byte = 0.105e-9,
+                                  .copy_s_per_byte = 0.091e-9, .signal_s = 1.5e-6, .peer_read_s = 3e-6,
+                                  .peer_read_s_per_byte = 0.1e-9, .remote_scratch = true, .call_s = kCallS};
 // Shared memory: ~0.5 us per message (Open MPI shm: 0.26 us for a whole 8-byte
 // allreduce; we wake peers through futexes, so budget more), and a message is
 // two copies through a shared bounce buffer -> 2 * 0.091 ns/byte. A one-sided
@@ -167,13 +196,21 @@ inline constexpr CostParams kRdma{2e-6, 0.1e-9, 0.105e-9, 0.091e-9, 1.5e-6, 3e-6
 // 2 ranks now beats oneshot from 8 MiB (16 MiB: 2.8 vs 4.4 ms; 8 ranks at
 // 8 MiB: 9.7 ms vs ring's 17.6), which 0.15 ns/byte reproduces; at 0.5-4 MiB
 // the two measured within their noise (bench/RESULTS.md section 9).
-// Fast boxes: one line across cores and its flag polled, ~0.1 us (a bare
-// two-process exchange of 8 bytes through one line each way: 0.07-0.10 us);
-// per byte, lines streamed into the receiver's cache: recursive_doubling
-// all_reduce at 2 ranks took 0.22 us at 8 bytes and 0.50 at 4 KiB (oneshot
-// 0.62), ring broadcast of 1 KiB 0.13-0.17 us (oneshot 0.22-0.24).
-inline constexpr CostParams kSharedMemory{0.5e-6, 0.3e-9,  0.105e-9, 0.091e-9, 0.15e-6,
-                                          5e-6,   0.15e-9, 0.25,     0.1e-6,   0.05e-9};
+// Fast boxes: priced from the round trip of a cache line (kLineExchangeS,
+// above): 0.1 us a message and 0.05 ns a byte in the host's usual phase (a
+// bare two-process exchange of 8 bytes through one line each way: 0.07-0.10
+// us; recursive_doubling all_reduce at 2 ranks took 0.22 us at 8 bytes and
+// 0.50 at 4 KiB, oneshot 0.62; ring broadcast of 1 KiB 0.13-0.17 us, oneshot
+// 0.22-0.24).
+inline constexpr CostParams kSharedMemory{.alpha_s = 0.5e-6, .beta_s_per_byte = 0.3e-9, .gamma_s_per_byte = 0.105e-9,
+                                          .copy_s_per_byte = 0.091e-9, .signal_s = 0.15e-6, .peer_read_s = 5e-6,
+                                          .peer_read_s_per_byte = 0.15e-9, .hot_read_factor = 0.25,
+                                          .fastbox_alpha_s = fastbox_message_s(kLineExchangeS),
+                                          .fastbox_beta_s_per_byte = fastbox_byte_s(kLineExchangeS),
+                                          .call_s = kCallS};
+// `p` with its fast boxes priced from a measured round trip of a cache line
+// (seconds; braid-sim --line-exchange-ns), where it has fast boxes.
+CostParams with_line_exchange(const CostParams& p, double line_exchange_s);
 
 // The same on one host whose ranks share CPUs (Topology::shared_cpus): a
 // signal or a message is seen once its waiter runs again, a few

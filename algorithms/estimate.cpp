@@ -80,9 +80,10 @@ double binomial(const Net& net, int root, double per_level, Bytes bytes_at) {
 
 double estimate_seconds(const Algorithm& alg, const PlanArgs& args, const LinkCosts& links) {
   if (!alg.estimate) return -1;
-  // One rank, or no data: the plans have no messages (a barrier always does).
-  if (args.nranks <= 1 || (args.coll != Collective::Barrier && args.count == 0)) return 0;
-  return alg.estimate(args, links);
+  // A call's own cost, as predict_seconds adds it (cost_model.hpp); one
+  // rank, or no data: the plans have no messages (a barrier always does).
+  if (args.nranks <= 1 || (args.coll != Collective::Barrier && args.count == 0)) return links.local.call_s;
+  return alg.estimate(args, links) + links.local.call_s;
 }
 
 // ---- ring.cpp: 2(n-1) steps of a block S/n (in up to 16 chunks each) ----

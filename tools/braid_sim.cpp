@@ -39,7 +39,7 @@ constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
     "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C [--machine-stream-mbps S]] [--verify]\n"
-    "                 [--model auto|sim|formula] [--calls K] [--logp [--link-gap-ns G]]\n"
+    "                 [--model auto|sim|formula] [--calls K] [--logp [--link-gap-ns G]] [--line-exchange-ns L]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -64,6 +64,9 @@ constexpr const char* kUsage =
     "--link-gap-ns G: with --logp, a sender is through with a message across hosts after G ns, not 0.6\n"
     "  of the latency: the gap between small messages sent back to back, as the\n"
     "  init probe measures it (BRAID_DEBUG=INFO prints it)\n"
+    "--line-exchange-ns L: ranks on one host: the fast boxes priced from L, the round trip of a cache\n"
+    "  line between two CPUs (bench/probes' line-exchange; default 50, this machine kind's usual\n"
+    "  phase); '*' stays the runtime's choice\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -98,6 +101,7 @@ struct Options {
   std::int64_t link_gap_ns = 0;  // --link-gap-ns: a sender's time per small message across (0: kTcpSendShare)
   int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
   std::int64_t machine_stream_mbps = 0;  // one stream between its namespaces (0: kMachineStreamSPerByte)
+  std::int64_t line_exchange_ns = 0;  // --line-exchange-ns: a cache line's round trip (0: kLineExchangeS)
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
   int calls = 1;               // --calls
@@ -135,8 +139,13 @@ struct Options {
     }
     return braid::plan::link_costs(local, remote, host_of());
   }
-  // What the predictions are priced with (the choice uses links()).
-  braid::plan::LinkCosts priced() const { return links(logp); }
+  // What the predictions are priced with (the choice uses links()): the
+  // fast boxes from the line exchange measured, where one is given.
+  braid::plan::LinkCosts priced() const {
+    braid::plan::LinkCosts l = links(logp);
+    l.local = braid::plan::with_line_exchange(l.local, static_cast<double>(line_exchange_ns) * 1e-9);
+    return l;
+  }
   // Ranks in `hosts` blocks (empty: one host).
   std::vector<int> host_of() const {
     std::vector<int> h;
@@ -227,6 +236,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--link-gap-ns") o.link_gap_ns = parse_int(flag, value());
     else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--machine-stream-mbps") o.machine_stream_mbps = parse_int(flag, value());
+    else if (flag == "--line-exchange-ns") o.line_exchange_ns = parse_int(flag, value());
     else if (flag == "--verify") o.verify = true;
     else if (flag == "--calls") o.calls = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--logp") o.logp = true;
@@ -252,6 +262,9 @@ Options parse_args(int argc, char** argv) {
     usage_error("--machine-stream-mbps is the rate of a stream between hosts emulated on one machine: add --machine-cpus C");
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.link_gap_ns > 0 && !o.logp) usage_error("--link-gap-ns prices messages in LogP's terms: add --logp");
+  if (o.line_exchange_ns < 0) usage_error("--line-exchange-ns takes a positive number of nanoseconds");
+  if (o.line_exchange_ns > 0 && !o.one_host)
+    usage_error("--line-exchange-ns prices the fast boxes of ranks on one host: add --backend shm or auto (one host)");
   if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;

@@ -818,6 +818,46 @@ TEST_CASE("cost model: the ends' own time, eager messages, and calls back to bac
   }
 }
 
+TEST_CASE("cost model: a call's own cost, and fast boxes priced from the line exchange", "[cost]") {
+  SECTION("a call's own cost is added once per call, one call or many back to back") {
+    CostParams c{1e-6, 1e-9, 0.5e-9, 0.25e-9};
+    const Plan p = exchange_plan();
+    const double plain = predict_seconds(p, c);
+    c.call_s = 0.3e-6;
+    CHECK(predict_seconds(p, c) == Approx(plain + 0.3e-6));
+    CHECK(predict_seconds_per_call(p, LinkCosts{c, c}, 4) == Approx(plain + 0.3e-6));
+    // The named costs carry it; it moves no choice (the same for every plan).
+    CHECK(kSharedMemory.call_s == kCallS);
+    CHECK(kTcpLoopback.call_s == kCallS);
+  }
+  SECTION("the fast boxes follow a cache line's round trip; other costs do not") {
+    // The default is the host's usual phase; its slow phase (0.25 us a
+    // round trip) prices a message 0.3 us and a byte 0.25 ns.
+    const CostParams usual = with_line_exchange(kSharedMemory, kLineExchangeS);
+    CHECK(usual.fastbox_alpha_s == Approx(kSharedMemory.fastbox_alpha_s));
+    CHECK(usual.fastbox_beta_s_per_byte == Approx(kSharedMemory.fastbox_beta_s_per_byte));
+    const CostParams slow = with_line_exchange(kSharedMemory, 0.25e-6);
+    CHECK(slow.fastbox_alpha_s == Approx(0.30e-6));
+    CHECK(slow.fastbox_beta_s_per_byte == Approx(0.25e-9));
+    CHECK(slow.alpha_s == kSharedMemory.alpha_s);
+    CHECK(slow.copy_s_per_byte == kSharedMemory.copy_s_per_byte);
+    // No fast boxes (TCP), or no figure: unchanged.
+    CHECK(with_line_exchange(kTcpLoopback, 0.25e-6).fastbox_alpha_s == 0.0);
+    CHECK(with_line_exchange(kSharedMemory, 0.0).fastbox_alpha_s == kSharedMemory.fastbox_alpha_s);
+    // A 2-rank all_reduce of 8 bytes through the fast boxes, one exchange:
+    // 0.2 us dearer in the slow phase, as measured (0.14-0.18 against
+    // 0.33-0.38, bench/RESULTS.md section 49).
+    PlanArgs a = make_args(Collective::AllReduce, 2, 2);
+    a.topology.one_host = true;
+    const Plan p = find_algorithm(Collective::AllReduce, "recursive_doubling")->build(a);
+    REQUIRE(fits_fastbox(p));
+    const double fast = predict_seconds(p, kSharedMemory), dear = predict_seconds(p, slow);
+    CHECK(dear - fast == Approx(0.2e-6).margin(0.01e-6));
+    CHECK(fast > 0.14e-6);
+    CHECK(fast < 0.18e-6);
+  }
+}
+
 TEST_CASE("cost model: each message is priced by the link it crosses", "[cost]") {
   const CostParams local{1e-6, 1e-9, 0.5e-9, 0.25e-9};
   const CostParams remote{10e-6, 4e-9, 0.5e-9, 0.25e-9};

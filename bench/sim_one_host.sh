@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# braid-sim against what it predicts on one host: 2-rank all_reduce (float32
+# sum, out of place) over shared memory and over TCP, 8 B to 16 MiB, the
+# clause of issue 17's item 6 that holds on one host ("within 25% of the
+# measured time at every size from 8 B, for shm and tcp").
+#
+# Each round launches `braid-bench allreduce` once per backend, alternating
+# them, and reads bench/probes' line-exchange (the round trip of a cache
+# line between CPUs 0 and 1) right before each launch: the host's phase
+# (bench/RESULTS.md section 33), which the fast boxes' costs follow and which
+# braid-sim is given (--line-exchange-ns, the median of the launch's
+# readings per backend). Per size: the measured median [min-max] over the
+# rounds, braid-sim's time for its own choice ('*'), and measured / sim;
+# the last line counts the sizes within 25% (|sim - t| <= 0.25 t).
+#
+#   bench/sim_one_host.sh [BUILD_DIR]       (default: build-dev, then build)
+# Environment: ROUNDS (default 3), SIZES as braid-bench's -b/-e/-f (default
+# "8 16M 8"), ITERS (default 200), SIM_ARGS (more braid-sim options),
+# LOG_DIR (default a fresh mktemp -d).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+build=${1:-}
+if [[ -z $build ]]; then
+  for d in "$root/build-dev" "$root/build"; do [[ -x $d/bench/braid-bench ]] && { build=$d; break; }; done
+fi
+[[ -n $build && -x $build/bench/braid-bench && -x $build/tools/braid-sim && -x $build/bench/line-exchange ]] ||
+  { echo "sim_one_host.sh: no braid-bench, braid-sim and line-exchange in '${build:-build-dev or build}': build first" >&2; exit 2; }
+build=$(cd "$build" && pwd)
+rounds=${ROUNDS:-3}
+read -r lo hi factor <<<"${SIZES:-8 16M 8}"
+iters=${ITERS:-200}
+log_dir=${LOG_DIR:-$(mktemp -d /tmp/sim_one_host.XXXXXX)}
+mkdir -p "$log_dir"
+
+line_ns() { "$build/bench/line-exchange" | awk '{ printf "%d\n", $(NF-3) * 1000 }'; }
+for ((round = 1; round <= rounds; ++round)); do
+  for backend in shm tcp; do
+    line_ns >>"$log_dir/line-$backend.txt"
+    "$build/tools/braidrun" --no-prefix --timeout 300 -n 2 "$build/bench/braid-bench" allreduce \
+      -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 20 -c 0 --backend "$backend" >"$log_dir/$backend-r$round.txt"
+  done
+done
+
+echo "# sim_one_host.sh: 2-rank all_reduce, float32, out of place, $rounds rounds of $iters calls, library $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
+for backend in shm tcp; do
+  line=$(sort -n "$log_dir/line-$backend.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  line_args=()
+  [[ $backend == shm ]] && line_args=(--line-exchange-ns "$line")
+  sim=$("$build/tools/braid-sim" allreduce --ranks 2 --backend "$backend" -b "$lo" -e "$hi" -f "$factor" \
+        "${line_args[@]}" ${SIM_ARGS:-} |
+        awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $1, $i } }')
+  echo
+  echo "## $backend: line exchange ${line} ns a round (median of $(wc -l <"$log_dir/line-$backend.txt") readings: $(tr '\n' ' ' <"$log_dir/line-$backend.txt"))"
+  echo
+  echo "| size | measured, us [min-max] | braid-sim | measured / sim |"
+  echo "|---:|---|---:|---:|"
+  cat "$log_dir/$backend"-r*.txt | awk '/^ *[0-9]/ { print $1, $6 }' |
+    awk -v sim="$sim" '
+      BEGIN { n = split(sim, s, /[ \n]/); for (i = 1; i < n; i += 2) price[s[i]] = s[i + 1] }
+      { t[$1] = t[$1] " " $2; if (!($1 in seen)) { seen[$1] = 1; order[++k] = $1 } }
+      END {
+        within = 0
+        for (j = 1; j <= k; ++j) {
+          b = order[j]; m = split(substr(t[b], 2), v, " ")
+          for (x = 1; x <= m; ++x) for (y = x + 1; y <= m; ++y) if (v[y] < v[x]) { z = v[x]; v[x] = v[y]; v[y] = z }
+          med = m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+          p = price[b]; ok = (p - med <= 0.25 * med && med - p <= 0.25 * med)
+          within += ok
+          printf "| %s | %.2f [%.2f-%.2f] | %.2f | %.2f%s |\n", b, med, v[1], v[m], p, med / p, ok ? "" : " (miss)"
+        }
+        printf "\n%d of %d sizes within 25%%\n", within, k
+      }'
+done

@@ -105,6 +105,21 @@ std::int64_t contract_copy(const Plan& p) {
   }
 }
 
+// The bytes of Input, Output and Scratch of the ranks of the host that
+// holds the most (CostParams::cache_bytes: whether a call's data fits in
+// its cache). One host where the plan has no layout.
+double host_buffer_bytes(const Plan& p) {
+  const std::vector<int>& host_of = p.args.topology.host_of;
+  std::unordered_map<int, double> on;
+  double most = 0.0;
+  for (int r = 0; r < static_cast<int>(p.ranks.size()); ++r) {
+    const std::int64_t elems = input_count(p, r) + output_count(p.args, r) + p.ranks[static_cast<std::size_t>(r)].scratch_count;
+    const int h = static_cast<std::size_t>(r) < host_of.size() ? host_of[static_cast<std::size_t>(r)] : 0;
+    most = std::max(most, on[h] += static_cast<double>(elems) * static_cast<double>(p.args.elem_size));
+  }
+  return most;
+}
+
 // Discrete-event simulation of one plan (see cost_model.hpp for the rules).
 class Simulator {
  public:
@@ -113,7 +128,9 @@ class Simulator {
   Simulator(const Plan& p, const LinkCosts& links, const Plan* one_call = nullptr)
       : p_(p), c_(links.local), remote_(links.remote), n_(static_cast<int>(p.ranks.size())),
         hosts_(several_hosts(p.args.topology.host_of, static_cast<std::size_t>(n_)) ? &p.args.topology.host_of : nullptr),
-        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(one_call ? *one_call : p)) {
+        boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(one_call ? *one_call : p)),
+        in_cache_(c_.cache_bytes > 0 && host_buffer_bytes(one_call ? *one_call : p) <= 0.5 * c_.cache_bytes),
+        local_factor_(in_cache_ ? c_.cache_factor : 1.0) {
     const Topology& t = p.args.topology;
     if (hosts_ && t.machine_cpus > 0 && t.machine_of.size() == static_cast<std::size_t>(n_)) {
       machines_ = &t.machine_of;
@@ -143,22 +160,32 @@ class Simulator {
         // Local work at the rank's own costs; reaching a peer at the link's.
         const CostParams& l = link(e.rank, s.peer);
         const bool copies = s.kind == StepKind::Copy || s.kind == StepKind::Get || s.kind == StepKind::Put;
-        double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count);
+        double work = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * bytes(s.dst.count) * local_factor_;
         // The span in the peer's memory: a Get's source, a Put's destination.
         // A Put is priced like a Get of the same bytes, on the writer's CPU.
         const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce || s.kind == StepKind::Put;
         const Span& theirs = s.kind == StepKind::Put ? s.dst : s.src;
         if (remote && theirs.count) {
-          // Hot only while every rank's share fits in cache (~8 MiB in all).
+          // Hot only while every rank's share fits in cache (~8 MiB in all):
+          // a pipeline's chunks do, whatever the size of the whole.
           const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
-          if (theirs.buf == Buf::Scratch && !l.remote_scratch) work *= hot ? l.hot_read_factor : 1.0;
-          else work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
+          if (theirs.buf == Buf::Scratch && !l.remote_scratch) {
+            // Across CPUs, from the peer's cache: a copy is the crossing
+            // alone, a reduction its own work and the crossing. Where the
+            // buffers do not fit the cache, memory's traffic sets the pace,
+            // and the fraction of a copy that was fitted so stands.
+            if (hot && in_cache_ && l.cross_s_per_byte > 0)
+              work = (copies ? 0.0 : work) + l.cross_s + l.cross_s_per_byte * bytes(theirs.count);
+            else work *= hot ? l.hot_read_factor : 1.0;
+          } else {
+            work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
+          }
         }
         // A Put of what the step it follows has just written, no more than
         // kHotPutBytes, reads it from cache: only the write into the peer
         // costs (push's chunks on host memory).
         if (s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
-          work -= 0.5 * c_.copy_s_per_byte * bytes(s.src.count);
+          work = std::max(0.0, work - 0.5 * c_.copy_s_per_byte * bytes(s.src.count) * local_factor_);
         // Broadcasts are priced in place (contract_copy: none), as torch and
         // most callers run them: there a root's copy of its Input into the
         // same span of its Output (a reads_input plan's) is the identity,
@@ -215,7 +242,14 @@ class Simulator {
       const bool crosses = hosts_ && host(e.rank) != host(rcv.rank);
       const CostParams& l = link(e.rank, rcv.rank);
       const double alpha = boxed_ ? l.fastbox_alpha_s : l.alpha_s;
-      const double per_byte = (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte) * b;
+      // Where the bytes are (CostParams::cache_bytes): beta holds while
+      // they are in cache; from memory each of the transport's own copies
+      // costs what memory's rate adds to a copy (on one host: a link's
+      // rate is its wire's).
+      const double from_memory = c_.cache_bytes > 0 && !in_cache_ && !crosses
+                                     ? l.transport_copies * l.copy_s_per_byte * (1.0 - l.cache_factor)
+                                     : 0.0;
+      const double per_byte = (boxed_ ? l.fastbox_beta_s_per_byte : l.beta_s_per_byte + from_memory) * b;
       // When the ends are through with it (send_share): neither the wire's
       // part of alpha nor, on a shared machine, the receiver's wait for its
       // turn on a CPU (turn_s_) holds them.
@@ -419,7 +453,8 @@ class Simulator {
   void receive(int r, int i, double got, double b) {
     double done = got;
     if (step(r, i).kind == StepKind::RecvReduce)
-      done = machines_ ? take_cpu(machine(r), got, c_.gamma_s_per_byte * b) : got + c_.gamma_s_per_byte * b;
+      done = machines_ ? take_cpu(machine(r), got, c_.gamma_s_per_byte * local_factor_ * b)
+                       : got + c_.gamma_s_per_byte * local_factor_ * b;
     complete(r, i, done);
   }
 
@@ -464,6 +499,12 @@ class Simulator {
   const int n_;
   const std::vector<int>* hosts_;  // null: one host
   const bool boxed_;               // the plan runs over fast boxes
+  // Its buffers fit the host's cache (CostParams::cache_bytes; in half of
+  // it, which also holds the rest of the ranks' and the kernel's data: a
+  // 2-rank broadcast of 16 MiB, 32 MiB in all, runs at memory's pace), and
+  // local work runs at cache_factor of memory's rates (1: memory's).
+  const bool in_cache_;
+  const double local_factor_;
   const std::vector<int>* machines_ = nullptr;  // null: each host its own machine
   double turn_s_ = 0.0;  // kSharedTcpTurn's part of every message's alpha (machines_)
   // A stream's time per byte on its sender's CPU between hosts of one machine (machines_).
@@ -544,6 +585,15 @@ double predict_seconds(const Plan& plan, const LinkCosts& links) {
 double predict_seconds_per_call(const Plan& plan, const LinkCosts& links, int calls) {
   if (calls <= 1) return predict_seconds(plan, links);
   return simulate(back_to_back(plan, calls, contract_copy(plan)), links, &plan) / calls + links.local.call_s;
+}
+
+CostParams with_caches(const CostParams& p, double cache_bytes, double line_exchange_s) {
+  CostParams q = p;
+  q.cache_bytes = cache_bytes;
+  q.cache_factor = kCacheFactor;
+  q.cross_s = line_exchange_s > 0 ? line_exchange_s : kLineExchangeS;
+  q.cross_s_per_byte = kCrossPerLineExchange * q.cross_s;
+  return q;
 }
 
 CostParams with_line_exchange(const CostParams& p, double line_exchange_s) {

@@ -106,6 +106,23 @@ struct CostParams {
   // run one after another, so it lies on every rank's path once per call:
   // added to the time per call (a constant, it moves no choice).
   double call_s = 0.0;
+  // Where the bytes are (0: not modelled; the runtime's choice leaves it
+  // out, braid-sim --cache-mib prices with it, with_caches below). A plan
+  // whose buffers, all ranks of a host together, fit in half of
+  // cache_bytes (the host's last-level cache) does its local work (copies, reductions) at
+  // cache_factor of the rates above, which are memory's; and a Get or Put
+  // of a peer's freshly written Scratch moves lines between two CPUs'
+  // caches, in place of hot_read_factor: cross_s to start (a round trip
+  // of a line before they stream) and cross_s_per_byte.
+  double cache_bytes = 0.0;
+  double cache_factor = 1.0;
+  double cross_s = 0.0;
+  double cross_s_per_byte = 0.0;
+  // Copies a message's bytes take inside the transport (TCP: into the
+  // kernel and out): beta holds while they are in cache, and where the
+  // cache is modelled a plan whose buffers do not fit pays memory's rate
+  // for them too (copy_s_per_byte x (1 - cache_factor) more each).
+  double transport_copies = 0.0;
 };
 
 // A call in a world of one, which runs no plan: braid-bench allreduce at 1
@@ -129,18 +146,37 @@ inline constexpr double kLineExchangeS = 0.05e-6;
 constexpr double fastbox_message_s(double line_exchange_s) { return line_exchange_s + 0.05e-6; }
 constexpr double fastbox_byte_s(double line_exchange_s) { return line_exchange_s * 1e-3; }
 
+// Local work on bytes in cache, as a share of its price from memory
+// (CostParams::cache_factor), and a byte read out of another CPU's cache,
+// per second of the line exchange (CostParams::cross_s_per_byte). Fitted
+// on `staged` all_reduce at 2 ranks, 32 KiB to 2 MiB, in both of the
+// host's phases (usual: 0.039-0.047 ns a byte of the vector; slow:
+// 0.10-0.14), where a rank copies half the vector into its scratch, reduces
+// the peer's half into it and copies out both halves: 0.17 of memory's
+// rates (an in-cache memcpy, 0.009-0.02 ns a byte here, against 0.053-0.091
+// from memory) and 0.35 ns a byte per microsecond of round trip (0.017 ns
+// in the usual phase, a third of the fast boxes' per-byte cost, which
+// polls each line), after a round trip to start each read (oneshot's one
+// read of 4 KiB: 0.54-0.56 us a call, where recursive_doubling's exchange
+// through the fast boxes takes 0.42-0.43). bench/RESULTS.md section 49.
+inline constexpr double kCacheFactor = 0.17;
+inline constexpr double kCrossPerLineExchange = 0.35e-3;
+
 // Measured on this machine kind (/work/shared/notes/baselines.md):
 // TCP loopback: Braid's 8-byte all_reduce at 2 ranks over TCP 7.0-7.5 us
 // (the message latency: one exchange), and 2 MiB in 505 us, both ways at
 // once, 4.2 GB/s each way -> 0.24 ns/byte (bench/RESULTS.md section 35;
 // until session 25 10 us and 0.4 ns/byte, Open MPI's latency and one
 // stream's rate, which priced 1 of 8 sizes within 25%; 16 MiB, out of the
-// caches, still runs at 0.59 ns/byte, which one rate cannot follow).
+// caches, still runs at 0.59 ns/byte, which one rate cannot follow: where
+// the caches are modelled, its two copies, into the kernel and out, pay
+// memory's rate beyond the 2 MiB's, 0.39 ns/byte in all, transport_copies).
 // gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
 // ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
 inline constexpr CostParams kTcpLoopback{.alpha_s = 7e-6, .beta_s_per_byte = 0.24e-9, .gamma_s_per_byte = 0.105e-9,
-                                         .copy_s_per_byte = 0.091e-9, .signal_s = 7e-6, .call_s = kCallS};
+                                         .copy_s_per_byte = 0.091e-9, .signal_s = 7e-6, .call_s = kCallS,
+                                         .transport_copies = 2};
 // What TCP between processes of one machine adds in LogP's terms, for
 // braid-sim --logp (not the runtime's choice: the closed formulas of
 // estimate.hpp, and the choices they and the simulator make, are fitted
@@ -211,6 +247,10 @@ inline constexpr CostParams kSharedMemory{.alpha_s = 0.5e-6, .beta_s_per_byte = 
 // `p` with its fast boxes priced from a measured round trip of a cache line
 // (seconds; braid-sim --line-exchange-ns), where it has fast boxes.
 CostParams with_line_exchange(const CostParams& p, double line_exchange_s);
+// `p` priced by where the bytes are (CostParams::cache_bytes): a host's
+// last-level cache of `cache_bytes`, and a cache line's round trip of
+// `line_exchange_s` (0: kLineExchangeS) for reads across CPUs.
+CostParams with_caches(const CostParams& p, double cache_bytes, double line_exchange_s);
 
 // The same on one host whose ranks share CPUs (Topology::shared_cpus): a
 // signal or a message is seen once its waiter runs again, a few

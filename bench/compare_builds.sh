@@ -13,6 +13,7 @@
 #
 #   bench/compare_builds.sh BEFORE_BUILD AFTER_BUILD [LOG_DIR]
 #   ROUNDS=3 (default)  RANKS="2 4 8"  BACKENDS="shm tcp"  COLLS="allreduce allgather broadcast"
+#   SMALL="8 32K 8 200" and LARGE="1M 64M 8 5": each launch's -b, -e, -f and -n
 #
 # Each build dir needs tools/braidrun and bench/braid-bench. To make a
 # "before" build of an older commit:
@@ -39,7 +40,14 @@ done
 launch() {  # build tag backend ranks coll group round
   local build=$1 tag=$2 backend=$3 n=$4 coll=$5 group=$6 round=$7
   local sizes
-  if [[ $group == small ]]; then sizes=(-b 8 -e 32K -f 8 -n 200 -w 20); else sizes=(-b 1M -e 64M -f 8 -n 5 -w 2); fi
+  local b e f iters
+  if [[ $group == small ]]; then
+    read -r b e f iters <<<"${SMALL:-8 32K 8 200}"
+    sizes=(-b "$b" -e "$e" -f "$f" -n "${iters:-200}" -w 20)
+  else
+    read -r b e f iters <<<"${LARGE:-1M 64M 8 5}"
+    sizes=(-b "$b" -e "$e" -f "$f" -n "${iters:-5}" -w 2)
+  fi
   local bind=block
   (( n > $(nproc) )) && bind=none
   local out="$logs/$tag.$backend.$n.$coll.$group.$round.csv"

@@ -2,21 +2,24 @@
 # braid-sim against what it predicts on one host: 2-rank all_reduce (float32
 # sum, out of place) over shared memory and over TCP, 8 B to 16 MiB, the
 # clause of issue 17's item 6 that holds on one host ("within 25% of the
-# measured time at every size from 8 B, for shm and tcp").
+# measured time at every size from 8 B, for shm and tcp"). COLL and RANKS
+# measure another collective or group size the same way.
 #
 # Each round launches `braid-bench allreduce` once per backend, alternating
 # them, and reads bench/probes' line-exchange (the round trip of a cache
 # line between CPUs 0 and 1) right before each launch: the host's phase
 # (bench/RESULTS.md section 33), which the fast boxes' costs follow and which
 # braid-sim is given (--line-exchange-ns, the median of the launch's
-# readings per backend). Per size: the measured median [min-max] over the
+# readings per backend), with the host's last-level cache from sysfs
+# (--cache-mib: where the bytes are). Per size: the measured median [min-max] over the
 # rounds, braid-sim's time for its own choice ('*'), and measured / sim;
 # the last line counts the sizes within 25% (|sim - t| <= 0.25 t).
 #
 #   bench/sim_one_host.sh [BUILD_DIR]       (default: build-dev, then build)
 # Environment: ROUNDS (default 3), SIZES as braid-bench's -b/-e/-f (default
-# "8 16M 8"), ITERS (default 200), SIM_ARGS (more braid-sim options),
-# LOG_DIR (default a fresh mktemp -d).
+# "8 16M 8"), ITERS (default 200), COLL (default allreduce), RANKS (default
+# 2), SIM_ARGS (more braid-sim options; "--cache-mib 0" prices without the
+# caches), LOG_DIR (default a fresh mktemp -d).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +34,11 @@ build=$(cd "$build" && pwd)
 rounds=${ROUNDS:-3}
 read -r lo hi factor <<<"${SIZES:-8 16M 8}"
 iters=${ITERS:-200}
+coll=${COLL:-allreduce}
+ranks=${RANKS:-2}
+# The last-level cache, as sysfs names it ("32768K"), in MiB (0: unknown).
+llc=$(awk '{ v = $1 + 0; if ($1 ~ /M$/) v *= 1024; printf "%d\n", v / 1024 }' \
+      "$(ls -d /sys/devices/system/cpu/cpu0/cache/index* 2>/dev/null | tail -1)/size" 2>/dev/null || echo 0)
 log_dir=${LOG_DIR:-$(mktemp -d /tmp/sim_one_host.XXXXXX)}
 mkdir -p "$log_dir"
 
@@ -38,18 +46,18 @@ line_ns() { "$build/bench/line-exchange" | awk '{ printf "%d\n", $(NF-3) * 1000 
 for ((round = 1; round <= rounds; ++round)); do
   for backend in shm tcp; do
     line_ns >>"$log_dir/line-$backend.txt"
-    "$build/tools/braidrun" --no-prefix --timeout 300 -n 2 "$build/bench/braid-bench" allreduce \
+    "$build/tools/braidrun" --no-prefix --timeout 300 -n "$ranks" "$build/bench/braid-bench" "$coll" \
       -b "$lo" -e "$hi" -f "$factor" -n "$iters" -w 20 -c 0 --backend "$backend" >"$log_dir/$backend-r$round.txt"
   done
 done
 
-echo "# sim_one_host.sh: 2-rank all_reduce, float32, out of place, $rounds rounds of $iters calls, library $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
+echo "# sim_one_host.sh: $ranks-rank $coll, float32, out of place, $rounds rounds of $iters calls, last-level cache $llc MiB, library $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
 for backend in shm tcp; do
   line=$(sort -n "$log_dir/line-$backend.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
   line_args=()
   [[ $backend == shm ]] && line_args=(--line-exchange-ns "$line")
-  sim=$("$build/tools/braid-sim" allreduce --ranks 2 --backend "$backend" -b "$lo" -e "$hi" -f "$factor" \
-        "${line_args[@]}" ${SIM_ARGS:-} |
+  sim=$("$build/tools/braid-sim" "$coll" --ranks "$ranks" --backend "$backend" -b "$lo" -e "$hi" -f "$factor" \
+        "${line_args[@]}" --cache-mib "$llc" ${SIM_ARGS:-} |
         awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $1, $i } }')
   echo
   echo "## $backend: line exchange ${line} ns a round (median of $(wc -l <"$log_dir/line-$backend.txt") readings: $(tr '\n' ' ' <"$log_dir/line-$backend.txt"))"

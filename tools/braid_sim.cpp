@@ -25,6 +25,7 @@
 #include "braid/error.hpp"
 #include "braid/version.hpp"
 #include "algorithms/cost_model.hpp"
+#include "src/runtime/cpu_sets.hpp"
 #include "algorithms/estimate.hpp"
 #include "algorithms/plan.hpp"
 #include "algorithms/registry.hpp"
@@ -39,7 +40,8 @@ constexpr const char* kUsage =
     "usage: braid-sim COLLECTIVE --ranks N [-b MIN] [-e MAX] [-f FACTOR] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H] [--root R] [--algo NAME]\n"
     "                 [--link-latency-ns N] [--link-mbps M] [--machine-cpus C [--machine-stream-mbps S]] [--verify]\n"
-    "                 [--model auto|sim|formula] [--calls K] [--logp [--link-gap-ns G]] [--line-exchange-ns L]\n"
+    "                 [--model auto|sim|formula] [--calls K] [--logp [--link-gap-ns G]]\n"
+    "                 [--line-exchange-ns L] [--cache-mib M]\n"
     "       braid-sim COLLECTIVE --plan --algo NAME --ranks N --count C [--root R] [--dtype float32]\n"
     "                 [--backend tcp|shm|verbs|auto] [--one-host] [--shared-cpus] [--hosts H]\n"
     "--one-host: all ranks share memory (one-sided algorithms); implied by --backend shm\n"
@@ -67,6 +69,12 @@ constexpr const char* kUsage =
     "--line-exchange-ns L: ranks on one host: the fast boxes priced from L, the round trip of a cache\n"
     "  line between two CPUs (bench/probes' line-exchange; default 50, this machine kind's usual\n"
     "  phase); '*' stays the runtime's choice\n"
+    "--cache-mib M: where the bytes are: a plan whose buffers (a host's ranks together) fit in half\n"
+    "  the host's last-level cache of M MiB copies and reduces from cache, and reads a peer's fresh\n"
+    "  scratch out of the other CPU's cache at a rate that follows the line exchange. The runtime\n"
+    "  prices so, with this machine's cache, ranks of one host on shared memory with CPUs of their own;\n"
+    "  M also prices the rest so (TCP: its copies from memory beyond the cache), '*' staying the\n"
+    "  runtime's choice; 0: not at all\n"
     "sizes are bytes with optional K/M/G suffix (powers of 1024); defaults -b 8 -e 64M -f 2\n"
     "collectives: broadcast allreduce reduce allgather gather scatter reducescatter alltoall barrier\n"
     "  -h, --help          show this help\n"
@@ -102,6 +110,7 @@ struct Options {
   int machine_cpus = 0;  // > 0: every host on one machine of this many CPUs
   std::int64_t machine_stream_mbps = 0;  // one stream between its namespaces (0: kMachineStreamSPerByte)
   std::int64_t line_exchange_ns = 0;  // --line-exchange-ns: a cache line's round trip (0: kLineExchangeS)
+  std::int64_t cache_mib = -1;        // --cache-mib: a host's last-level cache (-1: this machine's; 0: none)
   std::optional<std::int64_t> count;
   std::string model = "auto";  // --model
   int calls = 1;               // --calls
@@ -127,6 +136,10 @@ struct Options {
       if (link_gap_ns > 0 && remote.alpha_s > 0)
         remote.send_share = static_cast<double>(link_gap_ns) * 1e-9 / remote.alpha_s;
     }
+    // Ranks of one host with CPUs of their own, on shared memory: the
+    // runtime prices by where the bytes are (plan_cache.cpp), with this
+    // machine's last-level cache unless --cache-mib names another.
+    if (runtime_prices_caches() && cache_bytes() > 0) local = braid::plan::with_caches(local, cache_bytes(), 0.0);
     if (logp_terms && backend == "tcp") tcp_terms(local);
     // Shared memory between host-mates: all of its latency is the ends'
     // work (no wire), but a wait for a turn on a shared CPU is not; up to
@@ -144,7 +157,15 @@ struct Options {
   braid::plan::LinkCosts priced() const {
     braid::plan::LinkCosts l = links(logp);
     l.local = braid::plan::with_line_exchange(l.local, static_cast<double>(line_exchange_ns) * 1e-9);
+    // Where the runtime prices the caches (its reads across CPUs then follow
+    // the line exchange given), or wherever --cache-mib asks for them.
+    if ((runtime_prices_caches() || cache_mib > 0) && cache_bytes() > 0)
+      l.local = braid::plan::with_caches(l.local, cache_bytes(), static_cast<double>(line_exchange_ns) * 1e-9);
     return l;
+  }
+  bool runtime_prices_caches() const { return one_host && !shared_cpus && hosts == 1; }
+  double cache_bytes() const {
+    return cache_mib >= 0 ? static_cast<double>(cache_mib) * 1024 * 1024 : braid::cpus::last_level_cache_bytes();
   }
   // Ranks in `hosts` blocks (empty: one host).
   std::vector<int> host_of() const {
@@ -237,6 +258,7 @@ Options parse_args(int argc, char** argv) {
     else if (flag == "--machine-cpus") o.machine_cpus = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--machine-stream-mbps") o.machine_stream_mbps = parse_int(flag, value());
     else if (flag == "--line-exchange-ns") o.line_exchange_ns = parse_int(flag, value());
+    else if (flag == "--cache-mib") o.cache_mib = parse_int(flag, value());
     else if (flag == "--verify") o.verify = true;
     else if (flag == "--calls") o.calls = static_cast<int>(parse_int(flag, value()));
     else if (flag == "--logp") o.logp = true;
@@ -263,6 +285,7 @@ Options parse_args(int argc, char** argv) {
   if (o.ranks < 1 || o.ranks > 1 << 16) usage_error("--ranks N (1 <= N <= 65536) is required");
   if (o.link_gap_ns > 0 && !o.logp) usage_error("--link-gap-ns prices messages in LogP's terms: add --logp");
   if (o.line_exchange_ns < 0) usage_error("--line-exchange-ns takes a positive number of nanoseconds");
+  if (o.cache_mib < -1 || o.cache_mib > 1 << 20) usage_error("--cache-mib takes a cache's size in MiB (0: not modelled)");
   if (o.line_exchange_ns > 0 && !o.one_host)
     usage_error("--line-exchange-ns prices the fast boxes of ranks on one host: add --backend shm or auto (one host)");
   if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -109,6 +110,24 @@ int spread_cpu(const std::vector<std::string>& lists, int index) {
     for (int c = a; c <= b && static_cast<int>(all.size()) <= static_cast<int>(lists.size()); ++c) all.push_back(c);
   if (static_cast<int>(all.size()) < static_cast<int>(lists.size())) return -1;
   return all[static_cast<std::size_t>(index)];
+}
+
+double last_level_cache_bytes() {
+  static const double bytes = [] {
+    // index0..indexN: L1d, L1i, L2, L3 on x86; the last that exists is
+    // the highest level. Its size reads "32768K" (or "M").
+    double found = 0.0;
+    for (int i = 0; i < 8; ++i) {
+      std::ifstream in(fmt::format("/sys/devices/system/cpu/cpu0/cache/index{}/size", i));
+      double v = 0.0;
+      char unit = 0;
+      if (!(in >> v)) break;
+      in >> unit;
+      found = v * (unit == 'M' ? 1024.0 * 1024 : unit == 'K' ? 1024.0 : 1.0);
+    }
+    return found;
+  }();
+  return bytes;
 }
 
 }  // namespace braid::cpus

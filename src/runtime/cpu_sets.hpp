@@ -46,4 +46,9 @@ int spread_cpu(const std::vector<std::string>& lists, int index);
 // The list text for a set of CPU numbers (sorted ranges).
 std::string format(std::vector<int> cpus);
 
+// The size in bytes of CPU 0's last-level cache, as sysfs gives it
+// (/sys/devices/system/cpu/cpu0/cache/index*/size, the highest level); 0
+// where it does not say. Read once.
+double last_level_cache_bytes();
+
 }  // namespace braid::cpus

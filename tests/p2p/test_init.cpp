@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "src/common/socket.hpp"
@@ -408,6 +410,23 @@ TEST_CASE("bad input and bad state get clear errors", "[init][errors]") {
   }, {.timeout_s = 30, .env = {}});
   INFO(describe(res3));
   REQUIRE(all_ok(res3));
+}
+
+TEST_CASE("the last-level cache's size, as sysfs gives it", "[init][cpus]") {
+  // The highest cache level sysfs lists for CPU 0, read here on its own.
+  double expected = 0.0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i);
+    if (!std::filesystem::exists(dir + "/size")) break;
+    std::ifstream in(dir + "/size");
+    std::string text;
+    in >> text;
+    const double v = std::stod(text);
+    expected = text.back() == 'K' ? v * 1024 : text.back() == 'M' ? v * 1024 * 1024 : v;
+  }
+  INFO("sysfs says " << expected << " bytes");
+  CHECK(braid::cpus::last_level_cache_bytes() == expected);
+  if (expected > 0) CHECK(expected >= 64 * 1024);  // a last level, not an L1
 }
 
 TEST_CASE("CPU lists: format, parse, the union of a host's ranks, and sharing", "[init][cpus]") {

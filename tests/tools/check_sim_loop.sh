@@ -4,7 +4,7 @@
 # not at one call's latency; without --logp the ports are held for the whole
 # latency and calls back to back cost what one does; the choice ('*') is the
 # runtime's either way; bad values are refused. On one host the fast boxes
-# follow a measured line exchange.
+# follow a measured line exchange, and prices follow where the bytes are.
 set -euo pipefail
 sim="${1:?build dir}/tools/braid-sim"
 cell() {  # the chosen algorithm's time in braid-sim's table
@@ -52,6 +52,19 @@ awk -v u="$usual" -v m="$same" -v s="$slow" 'BEGIN { exit !(u == m && s - u > 0.
   { echo "FAIL: --line-exchange-ns changed the choice"; exit 1; }
 if out=$("$sim" allreduce --ranks 2 --backend tcp --line-exchange-ns 250 2>&1); then echo "FAIL: --line-exchange-ns accepted over TCP"; exit 1; fi
 grep -q "one host" <<<"$out" || { echo "FAIL: --line-exchange-ns over TCP refused without saying why: $out"; exit 1; }
+# --cache-mib: where the bytes are. On shared memory the runtime's choice
+# prices so (a 2-rank reduce_scatter of 512 KiB: oneshot, which copies in
+# cache, not peer_read); 0 turns it off. Over TCP it prices only: beyond the
+# cache a 16 MiB all_reduce pays memory's rate for the kernel's copies.
+name_of() { "$sim" "$@" | awk 'NR == 2 { for (i = 3; i <= NF; ++i) h[i] = $i } /^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) print h[i] }'; }
+r=(reducescatter --ranks 2 --backend shm -b 512K -e 512K)
+echo "reduce_scatter 512 KiB, 2 ranks: $(name_of "${r[@]}" --cache-mib 32) with a cache of 32 MiB, $(name_of "${r[@]}" --cache-mib 0) without"
+[[ $(name_of "${r[@]}" --cache-mib 32) == oneshot && $(name_of "${r[@]}" --cache-mib 0) == peer_read ]] ||
+  { echo "FAIL: the choice on shared memory should follow the cache"; exit 1; }
+t=(allreduce --ranks 2 --backend tcp -b 16M -e 16M)
+[[ $(chosen "${t[@]}") == $(chosen "${t[@]}" --cache-mib 32) ]] || { echo "FAIL: --cache-mib changed a TCP choice"; exit 1; }
+awk -v a="$(cell "${t[@]}" --cache-mib 0)" -v b="$(cell "${t[@]}" --cache-mib 32)" 'BEGIN { exit !(b > 1.4 * a) }' ||
+  { echo "FAIL: over TCP beyond the cache, the kernel's copies should pay memory's rate"; exit 1; }
 for bad in "--calls 0" "--logp --model formula" "--link-gap-ns 5000"; do
   if out=$("$sim" "${args[@]}" $bad 2>&1); then echo "FAIL: '$bad' accepted"; exit 1; fi
   grep -q "calls\|logp" <<<"$out" || { echo "FAIL: '$bad' refused without saying why: $out"; exit 1; }

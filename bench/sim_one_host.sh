@@ -19,7 +19,8 @@
 # Environment: ROUNDS (default 3), SIZES as braid-bench's -b/-e/-f (default
 # "8 16M 8"), ITERS (default 200), COLL (default allreduce), RANKS (default
 # 2), SIM_ARGS (more braid-sim options; "--cache-mib 0" prices without the
-# caches), LOG_DIR (default a fresh mktemp -d).
+# caches), LOG_DIR (default a fresh mktemp -d), REPORT_ONLY=1
+# (price and print what LOG_DIR holds).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,6 +44,8 @@ log_dir=${LOG_DIR:-$(mktemp -d /tmp/sim_one_host.XXXXXX)}
 mkdir -p "$log_dir"
 
 line_ns() { "$build/bench/line-exchange" | awk '{ printf "%d\n", $(NF-3) * 1000 }'; }
+# REPORT_ONLY=1: price and print what LOG_DIR already holds, measuring nothing.
+[[ ${REPORT_ONLY:-0} == 1 ]] && rounds=0
 for ((round = 1; round <= rounds; ++round)); do
   for backend in shm tcp; do
     line_ns >>"$log_dir/line-$backend.txt"
@@ -51,7 +54,7 @@ for ((round = 1; round <= rounds; ++round)); do
   done
 done
 
-echo "# sim_one_host.sh: $ranks-rank $coll, float32, out of place, $rounds rounds of $iters calls, last-level cache $llc MiB, library $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
+echo "# sim_one_host.sh: $ranks-rank $coll, float32, out of place, $(ls "$log_dir"/shm-r*.txt | wc -l) rounds of $iters calls, last-level cache $llc MiB, build of $(git -C "$root" describe --always --dirty 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
 for backend in shm tcp; do
   line=$(sort -n "$log_dir/line-$backend.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
   line_args=()

@@ -106,8 +106,9 @@ struct CostParams {
   // run one after another, so it lies on every rank's path once per call:
   // added to the time per call (a constant, it moves no choice).
   double call_s = 0.0;
-  // Where the bytes are (0: not modelled; the runtime's choice leaves it
-  // out, braid-sim --cache-mib prices with it, with_caches below). A plan
+  // Where the bytes are (0: not modelled; with_caches below sets it: the
+  // runtime for ranks of one host on shared memory with CPUs of their own,
+  // braid-sim for those and wherever --cache-mib asks). A plan
   // whose buffers, all ranks of a host together, fit in half of
   // cache_bytes (the host's last-level cache) does its local work (copies, reductions) at
   // cache_factor of the rates above, which are memory's; and a Get or Put

@@ -163,7 +163,9 @@ struct Options {
       l.local = braid::plan::with_caches(l.local, cache_bytes(), static_cast<double>(line_exchange_ns) * 1e-9);
     return l;
   }
-  bool runtime_prices_caches() const { return one_host && !shared_cpus && hosts == 1; }
+  bool runtime_prices_caches() const {
+    return (backend == "shm" || backend == "auto") && one_host && !shared_cpus && hosts == 1;
+  }
   double cache_bytes() const {
     return cache_mib >= 0 ? static_cast<double>(cache_mib) * 1024 * 1024 : braid::cpus::last_level_cache_bytes();
   }

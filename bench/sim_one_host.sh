@@ -57,8 +57,12 @@ done
 echo "# sim_one_host.sh: $ranks-rank $coll, float32, out of place, $(ls "$log_dir"/shm-r*.txt | wc -l) rounds of $iters calls, last-level cache $llc MiB, build of $(git -C "$root" describe --always --dirty 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
 for backend in shm tcp; do
   line=$(sort -n "$log_dir/line-$backend.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  # Shared memory: the fast boxes' figure; and where the ranks outnumber the
+  # CPUs, as the runtime sees it, their turns on them (--shared-cpus; over
+  # TCP braid-sim has no such term on one host).
   line_args=()
   [[ $backend == shm ]] && line_args=(--line-exchange-ns "$line")
+  [[ $backend == shm ]] && (( ranks > $(nproc) )) && line_args+=(--shared-cpus)
   sim=$("$build/tools/braid-sim" "$coll" --ranks "$ranks" --backend "$backend" -b "$lo" -e "$hi" -f "$factor" \
         "${line_args[@]}" --cache-mib "$llc" ${SIM_ARGS:-} |
         awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $1, $i } }')

@@ -352,7 +352,7 @@ class Simulator {
     total_ = offset_.back();
     // The executor's copy into Output before the plan starts (contract_copy),
     // alike on every rank: every step, and every CPU, is free only after it.
-    const double init = c_.copy_s_per_byte * bytes(contract_copy(p_));
+    const double init = c_.copy_s_per_byte * bytes(contract_copy(p_)) * local_factor_;
     latest_ = init;
     partner_.assign(total_, Loc{});
     pending_.assign(total_, 0);

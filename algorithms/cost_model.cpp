@@ -596,6 +596,12 @@ CostParams with_caches(const CostParams& p, double cache_bytes, double line_exch
   return q;
 }
 
+bool prices_caches(const PlanArgs& args) {
+  const Topology& t = args.topology;
+  return t.one_host && !t.shared_cpus && !t.mapped_buffers && t.device_of.empty() &&
+         !several_hosts(t.host_of, static_cast<std::size_t>(args.nranks));
+}
+
 CostParams with_line_exchange(const CostParams& p, double line_exchange_s) {
   CostParams q = p;
   if (q.fastbox_alpha_s > 0 && line_exchange_s > 0) {

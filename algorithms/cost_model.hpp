@@ -252,6 +252,16 @@ CostParams with_line_exchange(const CostParams& p, double line_exchange_s);
 // last-level cache of `cache_bytes`, and a cache line's round trip of
 // `line_exchange_s` (0: kLineExchangeS) for reads across CPUs.
 CostParams with_caches(const CostParams& p, double cache_bytes, double line_exchange_s);
+// Whether the runtime's choice prices a group by where the bytes are:
+// ranks of one host that map each other's memory (shared memory), each with
+// CPUs of its own, on host buffers they do not map into each other. Its
+// choices measured as fast or faster at 2 ranks (reduce_scatter of 256 KiB:
+// oneshot 6.9 us where peer_read took 12.8); where ranks share CPUs, and
+// with shareable buffers (reduce_scatter of 4 KiB: halving_doubling 1.0 us
+// where peer_read took 0.85), it chose slower ones (bench/RESULTS.md
+// section 49), and there the plain figures stand. braid-sim's '*' asks the
+// same.
+bool prices_caches(const PlanArgs& args);
 
 // The same on one host whose ranks share CPUs (Topology::shared_cpus): a
 // signal or a message is seen once its waiter runs again, a few

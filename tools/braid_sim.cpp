@@ -163,9 +163,10 @@ struct Options {
       l.local = braid::plan::with_caches(l.local, cache_bytes(), static_cast<double>(line_exchange_ns) * 1e-9);
     return l;
   }
-  bool runtime_prices_caches() const {
-    return (backend == "shm" || backend == "auto") && one_host && !shared_cpus && hosts == 1;
-  }
+  // As the runtime's choice: a group on shared memory (the backend's; a
+  // --one-host group over TCP is not) that cost_model.hpp's prices_caches
+  // admits.
+  bool runtime_prices_caches() const;
   double cache_bytes() const {
     return cache_mib >= 0 ? static_cast<double>(cache_mib) * 1024 * 1024 : braid::cpus::last_level_cache_bytes();
   }
@@ -317,6 +318,10 @@ braid::plan::PlanArgs make_args(const Options& o, std::int64_t count) {
     if (o.machine_stream_mbps > 0) a.topology.machine_stream_s_per_byte = 8.0 / (static_cast<double>(o.machine_stream_mbps) * 1e6);
   }
   return a;
+}
+
+bool Options::runtime_prices_caches() const {
+  return (backend == "shm" || backend == "auto") && braid::plan::prices_caches(make_args(*this, 0));
 }
 
 // Buffer bytes -> PlanArgs::count: collectives whose buffer holds one block

@@ -9,7 +9,6 @@
 #include "src/common/log.hpp"
 #include "src/runtime/cpu_sets.hpp"
 #include "algorithms/cost_model.hpp"
-#include "algorithms/hosts.hpp"
 #include "algorithms/registry.hpp"
 
 namespace braid {
@@ -105,16 +104,9 @@ std::shared_ptr<const CompiledPlan> get_plan(const plan::PlanArgs& args_in, int 
     // as the backend's link between hosts (TCP, or RDMA under 'verbs').
     const plan::CostParams& between = args.topology.rdma ? plan::kRdma : plan::kTcpLoopback;
     plan::CostParams within = shared_memory || args.topology.host_shares_memory ? plan::kSharedMemory : between;
-    // Ranks of one host, each with CPUs of its own, on host memory they do
-    // not map into each other: priced by where the bytes are (the host's
-    // last-level cache, cost_model.hpp's with_caches). Its choices measured
-    // as fast or faster at 2 ranks (reduce_scatter of 256 KiB: oneshot 6.9
-    // us where peer_read took 12.8); where ranks share CPUs, and with
-    // shareable buffers (reduce_scatter of 4 KiB: halving_doubling 1.0 us
-    // where peer_read took 0.85), it chose slower ones (bench/RESULTS.md
-    // section 49), and there the plain figures stand.
-    if (shared_memory && args.topology.one_host && !args.topology.shared_cpus && !args.topology.mapped_buffers &&
-        args.topology.device_of.empty() && !plan::several_hosts(args.topology.host_of, static_cast<std::size_t>(args.nranks)))
+    // Priced by where the bytes are where that chose well (cost_model.hpp,
+    // prices_caches), with this machine's last-level cache.
+    if (shared_memory && plan::prices_caches(args))
       within = plan::with_caches(within, cpus::last_level_cache_bytes(), 0.0);
     const LinkSettings link = effective_link();
     const plan::CostParams remote = plan::with_link(between, link.latency_s, link.s_per_byte);

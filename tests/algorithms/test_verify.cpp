@@ -898,6 +898,18 @@ TEST_CASE("cost model: where the bytes are (a host's last-level cache)", "[cost]
     const Plan small = plan_of(Collective::AllReduce, "ring", 2, 1 << 16, false);
     CHECK(predict_seconds(small, c) < predict_seconds(small, kTcpLoopback));
   }
+  SECTION("whom the runtime prices so: one host, CPUs of their own, unmapped host buffers") {
+    PlanArgs a = make_args(Collective::AllReduce, 2, 1024);
+    CHECK_FALSE(prices_caches(a));  // not shared memory
+    a.topology.one_host = true;
+    CHECK(prices_caches(a));
+    PlanArgs shared = a, mapped = a, device = a, hosts = a;
+    shared.topology.shared_cpus = true;
+    mapped.topology.mapped_buffers = true;
+    device.topology.device_of = {0, 0};
+    hosts.topology.host_of = {0, 1};
+    for (const PlanArgs* x : {&shared, &mapped, &device, &hosts}) CHECK_FALSE(prices_caches(*x));
+  }
   SECTION("the choice: a 2-rank reduce_scatter of 512 KiB takes oneshot, not peer_read") {
     // Measured oneshot 15.6-16.5 us, peer_read 28.8-38.7 (section 49): the
     // plain figures price oneshot's copies at memory's rate (81 us).

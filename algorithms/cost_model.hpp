@@ -124,7 +124,21 @@ struct CostParams {
   // cache is modelled a plan whose buffers do not fit pays memory's rate
   // for them too (copy_s_per_byte x (1 - cache_factor) more each).
   double transport_copies = 0.0;
+  // The transport's own protocol (0: none; TCP's, tcp_protocol_s below): a
+  // message of more than rendezvous_bytes first sends its RTS and waits for
+  // the CTS, two one-way latencies (alpha_s) before its data moves; and
+  // each segment_bytes of a message beyond its first costs segment_s more
+  // (over loopback, where a segment is its 64 KiB MTU: a wake-up of the
+  // receiver per segment).
+  double rendezvous_bytes = 0.0;
+  double segment_bytes = 0.0;
+  double segment_s = 0.0;
 };
+
+// What a message of `bytes` costs beyond alpha_s + beta_s_per_byte x bytes
+// in its transport's protocol (CostParams::rendezvous_bytes, segment_s):
+// the simulator and the closed formulas (estimate.hpp) both add it.
+double protocol_s(const CostParams& c, double bytes);
 
 // A call in a world of one, which runs no plan: braid-bench allreduce at 1
 // rank, 8 B to 512 B, 0.06-0.07 us a call on this machine kind (session
@@ -163,21 +177,42 @@ constexpr double fastbox_byte_s(double line_exchange_s) { return line_exchange_s
 inline constexpr double kCacheFactor = 0.17;
 inline constexpr double kCrossPerLineExchange = 0.35e-3;
 
-// Measured on this machine kind (/work/shared/notes/baselines.md):
-// TCP loopback: Braid's 8-byte all_reduce at 2 ranks over TCP 7.0-7.5 us
-// (the message latency: one exchange), and 2 MiB in 505 us, both ways at
-// once, 4.2 GB/s each way -> 0.24 ns/byte (bench/RESULTS.md section 35;
-// until session 25 10 us and 0.4 ns/byte, Open MPI's latency and one
-// stream's rate, which priced 1 of 8 sizes within 25%; 16 MiB, out of the
-// caches, still runs at 0.59 ns/byte, which one rate cannot follow: where
-// the caches are modelled, its two copies, into the kernel and out, pay
-// memory's rate beyond the 2 MiB's, 0.39 ns/byte in all, transport_copies).
-// gamma: `c = a + b` moves 3 bytes per result byte at ~28.5 GB/s -> 0.105
-// ns/byte. copy: memcpy ~22 GB/s counting read + write -> 0.091 ns/byte.
+// TCP between processes of one host (loopback) follows the line exchange
+// too: each message wakes its receiver on the other CPU, and each byte is
+// copied into the kernel and out by CPUs whose caches trade lines. Fitted
+// on 2-rank all_reduce over TCP in both of the host's phases (session 35,
+// bench/RESULTS.md section 50): an exchange of 8 bytes 5.8-6.3 us in the
+// usual phase, 8.1-8.7 in the slow one (0.25 us); of 32 KiB 8.8-9.7 and
+// 12.7-13.0, a reduction in cache (0.6 us) included. Until session 35 one
+// figure for both phases (7 us, 0.24 ns a byte, fitted at 2 MiB in a slow
+// phase) priced 2 MiB and 32 KiB 1.3-1.7x their time in the usual phase.
+constexpr double tcp_message_s(double line_exchange_s) { return 5.35e-6 + 12 * line_exchange_s; }
+constexpr double tcp_byte_s(double line_exchange_s) { return 0.067e-9 + 0.205e-3 * line_exchange_s; }
+// TCP's protocol (CostParams::rendezvous_bytes, segment_bytes, segment_s):
+// messages above the eager limit (64 KiB, BRAID_TCP_EAGER_LIMIT) go by RTS,
+// CTS and DATA; a loopback segment carries 65,432 bytes of a message (the
+// 64 KiB MTU less IP and TCP headers, 52 bytes with timestamps, and
+// Braid's frame header, 48), and each one beyond the first costs 5.2 us
+// in either phase: an exchange of 65,428 bytes took 11.2-13.1 us, of
+// 65,436 bytes 14.8-18.8; all_reduce of 2 MiB by ring (two exchanges of 1
+// MiB, 16 segments each) 341-385 us in the usual phase and 469 in the slow
+// one, where the per-byte rate alone accounts for 200 and 290.
+inline constexpr double kTcpEagerBytes = 64.0 * 1024;
+inline constexpr double kLoopbackSegmentBytes = 65432;
+inline constexpr double kLoopbackSegmentS = 5.2e-6;
+// Measured on this machine kind beside that: gamma: `c = a + b` moves 3
+// bytes per result byte at ~28.5 GB/s -> 0.105 ns/byte. copy: memcpy ~22
+// GB/s counting read + write -> 0.091 ns/byte (/work/shared/notes/
+// baselines.md). Out of the caches, TCP's two copies, into the kernel and
+// out, pay memory's rate (transport_copies): 16 MiB by ring, 6.4-7.3 ms.
 // (signal_s: no one-sided plans run over TCP; set to alpha for completeness.)
-inline constexpr CostParams kTcpLoopback{.alpha_s = 7e-6, .beta_s_per_byte = 0.24e-9, .gamma_s_per_byte = 0.105e-9,
-                                         .copy_s_per_byte = 0.091e-9, .signal_s = 7e-6, .call_s = kCallS,
-                                         .transport_copies = 2};
+// The runtime, which does not read the host's phase, prices the usual one.
+inline constexpr CostParams kTcpLoopback{.alpha_s = tcp_message_s(kLineExchangeS),
+                                         .beta_s_per_byte = tcp_byte_s(kLineExchangeS),
+                                         .gamma_s_per_byte = 0.105e-9, .copy_s_per_byte = 0.091e-9,
+                                         .signal_s = tcp_message_s(kLineExchangeS), .call_s = kCallS,
+                                         .transport_copies = 2, .rendezvous_bytes = kTcpEagerBytes,
+                                         .segment_bytes = kLoopbackSegmentBytes, .segment_s = kLoopbackSegmentS};
 // What TCP between processes of one machine adds in LogP's terms, for
 // braid-sim --logp (not the runtime's choice: the closed formulas of
 // estimate.hpp, and the choices they and the simulator make, are fitted
@@ -186,13 +221,12 @@ inline constexpr CostParams kTcpLoopback{.alpha_s = 7e-6, .beta_s_per_byte = 0.2
 // through with a message after about half of alpha; fitted, 0.6. Measured
 // as the time per call of a loop of 8-byte broadcasts, where the root only
 // sends: 5.1 us at 2 ranks on one host (`braid-bench broadcast --backend
-// tcp`; alpha 7 us: priced 4.2), 7.3-7.6 us between 2 emulated hosts whose
+// tcp`; alpha 7 us: priced 4.2; at session 35's 5.95, 3.6 against 4.8
+// measured in the host's usual phase: one host's loop is not what the
+// share was fitted for), 7.3-7.6 us between 2 emulated hosts whose
 // probe read 11.3-13.6 us one way (priced 6.8-8.2); 0.5 and 0.7 priced the
 // grid's rows a little worse (bench/RESULTS.md section 35).
 inline constexpr double kTcpSendShare = 0.6;
-// Messages up to the TCP transport's eager limit, 64 KiB
-// (BRAID_TCP_EAGER_LIMIT), leave without waiting for their receive.
-inline constexpr double kTcpEagerBytes = 64.0 * 1024;
 // The shared-memory transport's eager limit (BRAID_SHM_EAGER_LIMIT), for
 // the same pricing of messages between host-mates across hosts.
 inline constexpr double kShmEagerBytes = 16.0 * 1024;
@@ -245,8 +279,10 @@ inline constexpr CostParams kSharedMemory{.alpha_s = 0.5e-6, .beta_s_per_byte = 
                                           .fastbox_alpha_s = fastbox_message_s(kLineExchangeS),
                                           .fastbox_beta_s_per_byte = fastbox_byte_s(kLineExchangeS),
                                           .call_s = kCallS};
-// `p` with its fast boxes priced from a measured round trip of a cache line
-// (seconds; braid-sim --line-exchange-ns), where it has fast boxes.
+// `p` with its one-host costs priced from a measured round trip of a cache
+// line (seconds; braid-sim --line-exchange-ns): its fast boxes, where it
+// has them, and TCP's messages over loopback (tcp_message_s, tcp_byte_s),
+// where it is that (its loopback segments say so).
 CostParams with_line_exchange(const CostParams& p, double line_exchange_s);
 // `p` priced by where the bytes are (CostParams::cache_bytes): a host's
 // last-level cache of `cache_bytes`, and a cache line's round trip of

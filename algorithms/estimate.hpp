@@ -39,12 +39,14 @@ class Net {
   const CostParams& link(int a, int b) const { return same_host(a, b) ? links_.local : links_.remote; }
   // One message of `bytes` from a to b with nothing else on the wire.
   double message(int a, int b, double bytes) const {
-    const CostParams& c = link(a, b);
-    return c.alpha_s + c.beta_s_per_byte * bytes;
+    return on(link(a, b), bytes);
   }
   // One message between hosts (between ranks of one host where there is one).
-  double across(double bytes) const { return hosts() > 1 ? links_.remote.alpha_s + links_.remote.beta_s_per_byte * bytes : inside(bytes); }
-  double inside(double bytes) const { return links_.local.alpha_s + links_.local.beta_s_per_byte * bytes; }
+  double across(double bytes) const { return hosts() > 1 ? on(links_.remote, bytes) : inside(bytes); }
+  double inside(double bytes) const { return on(links_.local, bytes); }
+  static double on(const CostParams& c, double bytes) {
+    return c.alpha_s + protocol_s(c, bytes) + c.beta_s_per_byte * bytes;
+  }
   // One round in which every rank r with partner(r) >= 0 sends `bytes` to
   // it at once: the slowest of its messages, where the messages that leave
   // (or enter) one host share that host's link, as in the simulator.
@@ -67,7 +69,7 @@ class Net {
         share = std::max(out_[static_cast<std::size_t>(hs_.host[static_cast<std::size_t>(r)])],
                          in_[static_cast<std::size_t>(hs_.host[static_cast<std::size_t>(p)])]);
       const CostParams& c = link(r, p);
-      worst = std::max(worst, c.alpha_s + c.beta_s_per_byte * bytes * share);
+      worst = std::max(worst, c.alpha_s + protocol_s(c, bytes) + c.beta_s_per_byte * bytes * share);
     }
     return worst;
   }

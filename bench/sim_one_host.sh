@@ -10,7 +10,8 @@
 # line between CPUs 0 and 1) right before each launch: the host's phase
 # (bench/RESULTS.md section 33), which the fast boxes' costs follow and which
 # braid-sim is given (--line-exchange-ns, the median of the launch's
-# readings per backend), with the host's last-level cache from sysfs
+# readings per backend, for shared memory's fast boxes and TCP's messages
+# alike), with the host's last-level cache from sysfs
 # (--cache-mib: where the bytes are). Per size: the measured median [min-max] over the
 # rounds, braid-sim's time for its own choice ('*'), and measured / sim;
 # the last line counts the sizes within 25% (|sim - t| <= 0.25 t).
@@ -57,11 +58,11 @@ done
 echo "# sim_one_host.sh: $ranks-rank $coll, float32, out of place, $(ls "$log_dir"/shm-r*.txt | wc -l) rounds of $iters calls, last-level cache $llc MiB, build of $(git -C "$root" describe --always --dirty 2>/dev/null || echo ?), $(date -u +%F' '%H:%M) UTC; logs in $log_dir"
 for backend in shm tcp; do
   line=$(sort -n "$log_dir/line-$backend.txt" | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-  # Shared memory: the fast boxes' figure; and where the ranks outnumber the
-  # CPUs, as the runtime sees it, their turns on them (--shared-cpus; over
-  # TCP braid-sim has no such term on one host).
-  line_args=()
-  [[ $backend == shm ]] && line_args=(--line-exchange-ns "$line")
+  # The line exchange prices the fast boxes and TCP over loopback; and where
+  # the ranks outnumber the CPUs, as the runtime sees it, shared memory
+  # pays their turns on them (--shared-cpus; over TCP braid-sim has no such
+  # term on one host).
+  line_args=(--line-exchange-ns "$line")
   [[ $backend == shm ]] && (( ranks > $(nproc) )) && line_args+=(--shared-cpus)
   sim=$("$build/tools/braid-sim" "$coll" --ranks "$ranks" --backend "$backend" -b "$lo" -e "$hi" -f "$factor" \
         "${line_args[@]}" --cache-mib "$llc" ${SIM_ARGS:-} |

@@ -66,9 +66,9 @@ constexpr const char* kUsage =
     "--link-gap-ns G: with --logp, a sender is through with a message across hosts after G ns, not 0.6\n"
     "  of the latency: the gap between small messages sent back to back, as the\n"
     "  init probe measures it (BRAID_DEBUG=INFO prints it)\n"
-    "--line-exchange-ns L: ranks on one host: the fast boxes priced from L, the round trip of a cache\n"
-    "  line between two CPUs (bench/probes' line-exchange; default 50, this machine kind's usual\n"
-    "  phase); '*' stays the runtime's choice\n"
+    "--line-exchange-ns L: ranks on one host: the fast boxes, and TCP's messages over loopback, priced\n"
+    "  from L, the round trip of a cache line between two CPUs (bench/probes' line-exchange; default 50,\n"
+    "  this machine kind's usual phase); '*' stays the runtime's choice\n"
     "--cache-mib M: where the bytes are: a plan whose buffers (a host's ranks together) fit in half\n"
     "  the host's last-level cache of M MiB copies and reduces from cache, and reads a peer's fresh\n"
     "  scratch out of the other CPU's cache at a rate that follows the line exchange. The runtime\n"
@@ -289,8 +289,8 @@ Options parse_args(int argc, char** argv) {
   if (o.link_gap_ns > 0 && !o.logp) usage_error("--link-gap-ns prices messages in LogP's terms: add --logp");
   if (o.line_exchange_ns < 0) usage_error("--line-exchange-ns takes a positive number of nanoseconds");
   if (o.cache_mib < -1 || o.cache_mib > 1 << 20) usage_error("--cache-mib takes a cache's size in MiB (0: not modelled)");
-  if (o.line_exchange_ns > 0 && !o.one_host)
-    usage_error("--line-exchange-ns prices the fast boxes of ranks on one host: add --backend shm or auto (one host)");
+  if (o.line_exchange_ns > 0 && (o.hosts > 1 || o.backend == "verbs"))
+    usage_error("--line-exchange-ns prices ranks on one host, over shared memory or TCP: drop --hosts, or --backend verbs");
   if (o.calls < 1 || o.calls > 100000) usage_error(fmt::format("--calls {}: expected 1 to 100000", o.calls));
   if (o.root >= o.ranks) usage_error(fmt::format("--root {} is not a rank of a {}-rank group", o.root, o.ranks));
   if (have_b && !have_e) o.max_bytes = o.min_bytes;

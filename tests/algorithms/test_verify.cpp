@@ -858,6 +858,64 @@ TEST_CASE("cost model: a call's own cost, and fast boxes priced from the line ex
   }
 }
 
+TEST_CASE("cost model: TCP over loopback follows the line exchange, and its protocol costs", "[cost]") {
+  // A 2-rank all_reduce over TCP of `count` floats by recursive_doubling:
+  // one exchange of the whole vector.
+  auto exchange = [](std::int64_t count) {
+    return find_algorithm(Collective::AllReduce, "recursive_doubling")->build(make_args(Collective::AllReduce, 2, count));
+  };
+  SECTION("the default is the usual phase; the slow one prices messages and bytes dearer") {
+    const CostParams usual = with_line_exchange(kTcpLoopback, kLineExchangeS);
+    CHECK(usual.alpha_s == Approx(kTcpLoopback.alpha_s));
+    CHECK(usual.beta_s_per_byte == Approx(kTcpLoopback.beta_s_per_byte));
+    const CostParams slow = with_line_exchange(kTcpLoopback, 0.25e-6);
+    // Measured (bench/RESULTS.md section 50): 8 bytes 5.8-6.3 us in the
+    // usual phase, 8.1-8.7 in the slow one; 32 KiB 8.8-9.7 and 12.7-13.0.
+    const double u8 = predict_seconds(exchange(2), kTcpLoopback), s8 = predict_seconds(exchange(2), slow);
+    CHECK(u8 > 5.8e-6);
+    CHECK(u8 < 6.3e-6);
+    CHECK(s8 > 8.1e-6);
+    CHECK(s8 < 8.7e-6);
+    // (Its reduction runs in cache, as braid-sim --cache-mib prices it.)
+    const double llc = 32.0 * 1024 * 1024;
+    const double u32k = predict_seconds(exchange(8192), with_caches(kTcpLoopback, llc, kLineExchangeS));
+    const double s32k = predict_seconds(exchange(8192), with_caches(slow, llc, 0.25e-6));
+    CHECK(u32k > 8.0e-6);
+    CHECK(u32k < 10.0e-6);
+    CHECK(s32k > 11.5e-6);
+    CHECK(s32k < 13.5e-6);
+    // Shared memory's messages are not TCP's: they keep their figures.
+    CHECK(with_line_exchange(kSharedMemory, 0.25e-6).alpha_s == kSharedMemory.alpha_s);
+  }
+  SECTION("a message beyond the eager limit waits for RTS and CTS; each loopback segment past the first costs") {
+    const CostParams& c = kTcpLoopback;
+    CHECK(protocol_s(c, 8) == 0.0);
+    CHECK(protocol_s(c, kLoopbackSegmentBytes) == 0.0);
+    CHECK(protocol_s(c, kLoopbackSegmentBytes + 1) == Approx(kLoopbackSegmentS));  // 64 KiB: eager, two segments
+    CHECK(protocol_s(c, 65536) == Approx(kLoopbackSegmentS));
+    CHECK(protocol_s(c, 131072) == Approx(2 * c.alpha_s + 2 * kLoopbackSegmentS));  // rendezvous, three segments
+    // An exchange of 65,428 bytes against 65,436: 11.2-13.1 us and 14.8-18.8.
+    const double one = predict_seconds(exchange(16357), c), two = predict_seconds(exchange(16359), c);
+    CHECK(two - one == Approx(kLoopbackSegmentS).margin(0.1e-6));
+    // A link measured between hosts: its rate has its segments' costs in
+    // it, and its handshake is not priced (the grid's choices were
+    // measured without it); with a latency alone, the handshake is two of it.
+    CHECK(protocol_s(with_link(c, 12e-6, 1e-9), 1 << 20) == 0.0);
+    CHECK(protocol_s(with_link(c, 12e-6, 0.0), 1 << 20) == Approx(24e-6 + 16 * kLoopbackSegmentS));
+    CHECK(protocol_s(kSharedMemory, 1 << 20) == 0.0);
+  }
+  SECTION("2 MiB by ring, two exchanges of 1 MiB: the per-byte rate, the handshakes and 32 segments") {
+    // Measured 341-385 us in the usual phase, 469 in the slow one.
+    const Plan ring = find_algorithm(Collective::AllReduce, "ring")->build(make_args(Collective::AllReduce, 2, 1 << 19));
+    const double usual = predict_seconds(ring, kTcpLoopback);
+    const double slow = predict_seconds(ring, with_line_exchange(kTcpLoopback, 0.25e-6));
+    CHECK(usual > 340e-6);
+    CHECK(usual < 430e-6);
+    CHECK(slow > 440e-6);
+    CHECK(slow < 560e-6);
+  }
+}
+
 TEST_CASE("cost model: where the bytes are (a host's last-level cache)", "[cost]") {
   const double llc = 32.0 * 1024 * 1024;
   auto plan_of = [](Collective c, const char* algo, int n, std::int64_t count, bool one_host) {

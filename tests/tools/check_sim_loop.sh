@@ -50,8 +50,15 @@ awk -v u="$usual" -v m="$same" -v s="$slow" 'BEGIN { exit !(u == m && s - u > 0.
   { echo "FAIL: the fast boxes should follow the line exchange (50 ns: the default)"; exit 1; }
 [[ $(chosen "${s[@]}" -e 16M) == $(chosen "${s[@]}" -e 16M --line-exchange-ns 250) ]] ||
   { echo "FAIL: --line-exchange-ns changed the choice"; exit 1; }
-if out=$("$sim" allreduce --ranks 2 --backend tcp --line-exchange-ns 250 2>&1); then echo "FAIL: --line-exchange-ns accepted over TCP"; exit 1; fi
-grep -q "one host" <<<"$out" || { echo "FAIL: --line-exchange-ns over TCP refused without saying why: $out"; exit 1; }
+# Over TCP on one host the messages follow it too: an exchange of 8 bytes
+# 2.4 us dearer in the slow phase (measured 5.8-6.3 us and 8.1-8.7,
+# bench/RESULTS.md section 50). Across hosts the link's figures stand.
+k=(allreduce --ranks 2 --backend tcp -b 8 -e 8)
+awk -v u="$(cell "${k[@]}")" -v m="$(cell "${k[@]}" --line-exchange-ns 50)" -v s="$(cell "${k[@]}" --line-exchange-ns 250)" \
+  'BEGIN { exit !(u == m && s - u > 2.2 && s - u < 2.6) }' ||
+  { echo "FAIL: TCP over loopback should follow the line exchange (50 ns: the default)"; exit 1; }
+if out=$("$sim" allreduce --ranks 4 --hosts 2 --backend tcp --line-exchange-ns 250 2>&1); then echo "FAIL: --line-exchange-ns accepted across hosts"; exit 1; fi
+grep -q "one host" <<<"$out" || { echo "FAIL: --line-exchange-ns across hosts refused without saying why: $out"; exit 1; }
 # --cache-mib: where the bytes are. On shared memory the runtime's choice
 # prices so (a 2-rank reduce_scatter of 512 KiB: oneshot, which copies in
 # cache, not peer_read); 0 turns it off. Over TCP it prices only: beyond the

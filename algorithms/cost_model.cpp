@@ -106,15 +106,16 @@ std::int64_t contract_copy(const Plan& p) {
   }
 }
 
-// The bytes of Input, Output and Scratch of the ranks of the host that
-// holds the most (CostParams::cache_bytes: whether a call's data fits in
-// its cache). One host where the plan has no layout.
-double host_buffer_bytes(const Plan& p) {
+// The bytes of Input, Output and Scratch (or of Scratch alone) of the ranks
+// of the host that holds the most (CostParams::cache_bytes: whether a
+// call's data fits in its cache). One host where the plan has no layout.
+double host_buffer_bytes(const Plan& p, bool scratch_only = false) {
   const std::vector<int>& host_of = p.args.topology.host_of;
   std::unordered_map<int, double> on;
   double most = 0.0;
   for (int r = 0; r < static_cast<int>(p.ranks.size()); ++r) {
-    const std::int64_t elems = input_count(p, r) + output_count(p.args, r) + p.ranks[static_cast<std::size_t>(r)].scratch_count;
+    const std::int64_t elems = (scratch_only ? 0 : input_count(p, r) + output_count(p.args, r)) +
+                               p.ranks[static_cast<std::size_t>(r)].scratch_count;
     const int h = static_cast<std::size_t>(r) < host_of.size() ? host_of[static_cast<std::size_t>(r)] : 0;
     most = std::max(most, on[h] += static_cast<double>(elems) * static_cast<double>(p.args.elem_size));
   }
@@ -131,7 +132,9 @@ class Simulator {
         hosts_(several_hosts(p.args.topology.host_of, static_cast<std::size_t>(n_)) ? &p.args.topology.host_of : nullptr),
         boxed_(!hosts_ && c_.fastbox_alpha_s > 0 && fits_fastbox(one_call ? *one_call : p)),
         in_cache_(c_.cache_bytes > 0 && host_buffer_bytes(one_call ? *one_call : p) <= 0.5 * c_.cache_bytes),
-        local_factor_(in_cache_ ? c_.cache_factor : 1.0) {
+        local_factor_(in_cache_ ? c_.cache_factor : 1.0),
+        by_operand_(c_.cache_bytes > 0 && !in_cache_),
+        scratch_in_cache_(by_operand_ && host_buffer_bytes(one_call ? *one_call : p, true) <= 0.25 * c_.cache_bytes) {
     const Topology& t = p.args.topology;
     if (hosts_ && t.machine_cpus > 0 && t.machine_of.size() == static_cast<std::size_t>(n_)) {
       machines_ = &t.machine_of;
@@ -166,7 +169,11 @@ class Simulator {
         // A Put is priced like a Get of the same bytes, on the writer's CPU.
         const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce || s.kind == StepKind::Put;
         const Span& theirs = s.kind == StepKind::Put ? s.dst : s.src;
-        if (remote && theirs.count) {
+        if (by_operand_) {
+          work = by_operand(e.rank, s, l, copies, remote);
+          if (remote && theirs.count && (theirs.buf != Buf::Scratch || l.remote_scratch))
+            work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
+        } else if (remote && theirs.count) {
           // Hot only while every rank's share fits in cache (~8 MiB in all):
           // a pipeline's chunks do, whatever the size of the whole.
           const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
@@ -185,7 +192,7 @@ class Simulator {
         // A Put of what the step it follows has just written, no more than
         // kHotPutBytes, reads it from cache: only the write into the peer
         // costs (push's chunks on host memory).
-        if (s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
+        if (!by_operand_ && s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(e.rank, s))
           work = std::max(0.0, work - 0.5 * c_.copy_s_per_byte * bytes(s.src.count) * local_factor_);
         // Broadcasts are priced in place (contract_copy: none), as torch and
         // most callers run them: there a root's copy of its Input into the
@@ -317,6 +324,42 @@ class Simulator {
   }
 
  private:
+  // A local step of a plan whose buffers do not fit the cache, priced by
+  // where each operand is: the rank's own Input and Output in memory, its
+  // Scratch in cache where every rank's Scratch fits in a quarter of it (a
+  // pipeline's chunks stay there while Input and Output stream through; a
+  // one-shot plan's whole Scratch does not: priced in cache at half, a
+  // 2-rank all_gather of 16 MiB took oneshot, 16 MiB of Scratch in all,
+  // and measured 1.44x staged's time), a peer's freshly written Scratch
+  // across CPUs, a cache line's round trip to start and cross_s_per_byte;
+  // and what the step before a hot Put wrote, in cache. A copy's source and
+  // destination carry half of its rate each, a reduction's source a third
+  // and its destination (read and written) two. Memory's traffic and the
+  // rest overlap, so the step takes the longer of the two (a roofline):
+  // `staged` all_reduce of 16 MiB at 2 ranks reads each Input byte once and
+  // writes each Output byte once, 1.40-1.50 ms in the host's usual phase
+  // (two CPUs copying at once move 43-46 GB/s), 2.04-2.15 in its slow one,
+  // where the crossings take longer than memory's part; priced as a sum,
+  // 1.94 in both (bench/RESULTS.md section 50).
+  double by_operand(int r, const Step& s, const CostParams& l, bool copies, bool remote) const {
+    const double b = bytes(s.dst.count);
+    const double rate = (copies ? c_.copy_s_per_byte : c_.gamma_s_per_byte) * b;
+    const double src_share = copies ? 0.5 : 1.0 / 3.0;
+    double memory = 0.0, near = 0.0;
+    auto operand = [&](const Span& span, bool peers, bool just_written, double share) {
+      if (span.buf == Buf::Scratch && peers && !l.remote_scratch && scratch_in_cache_ && l.cross_s_per_byte > 0)
+        near += l.cross_s + l.cross_s_per_byte * b;
+      else if (just_written || (span.buf == Buf::Scratch && !peers && scratch_in_cache_))
+        near += share * rate * c_.cache_factor;
+      else
+        memory += share * rate;
+    };
+    const bool hot_put = s.kind == StepKind::Put && bytes(s.src.count) <= kHotPutBytes && wrote_before(r, s);
+    operand(s.src, remote && s.kind != StepKind::Put, hot_put, src_share);
+    operand(s.dst, s.kind == StepKind::Put, false, 1.0 - src_share);
+    return std::max(memory, near);
+  }
+
   // Whether one of s's dependencies wrote exactly the span s reads.
   bool wrote_before(int r, const Step& s) const {
     for (auto d : s.deps) {
@@ -506,6 +549,10 @@ class Simulator {
   // local work runs at cache_factor of memory's rates (1: memory's).
   const bool in_cache_;
   const double local_factor_;
+  // Beyond the cache (where it is modelled) a local step is priced by where
+  // each of its operands is (by_operand), and Scratch may still fit.
+  const bool by_operand_;
+  const bool scratch_in_cache_;
   const std::vector<int>* machines_ = nullptr;  // null: each host its own machine
   double turn_s_ = 0.0;  // kSharedTcpTurn's part of every message's alpha (machines_)
   // A stream's time per byte on its sender's CPU between hosts of one machine (machines_).

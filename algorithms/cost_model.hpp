@@ -114,7 +114,10 @@ struct CostParams {
   // cache_factor of the rates above, which are memory's; and a Get or Put
   // of a peer's freshly written Scratch moves lines between two CPUs'
   // caches, in place of hot_read_factor: cross_s to start (a round trip
-  // of a line before they stream) and cross_s_per_byte.
+  // of a line before they stream) and cross_s_per_byte. Beyond, a local
+  // step is priced by where each of its operands is (Input and Output in
+  // memory, a pipeline's Scratch in cache and across CPUs), the longer of
+  // memory's part and the rest.
   double cache_bytes = 0.0;
   double cache_factor = 1.0;
   double cross_s = 0.0;

@@ -682,7 +682,7 @@ CostParams with_link(const CostParams& base, double latency_s, double s_per_byte
     // it; and its handshake (two of its latencies before a rendezvous's
     // data) is left out, as the choices between hosts were measured
     // without it (the grid, bench/RESULTS.md section 48): pricing it moved
-    // 5-11 of them per grid configuration, not yet measured.
+    // up to 11 of them per grid configuration, not yet measured.
     c.beta_s_per_byte = s_per_byte;
     c.segment_bytes = c.segment_s = c.rendezvous_bytes = 0.0;
     if (c.peer_read_s_per_byte > 0) c.peer_read_s_per_byte = s_per_byte;

@@ -127,7 +127,7 @@ struct CostParams {
   // cache is modelled a plan whose buffers do not fit pays memory's rate
   // for them too (copy_s_per_byte x (1 - cache_factor) more each).
   double transport_copies = 0.0;
-  // The transport's own protocol (0: none; TCP's, tcp_protocol_s below): a
+  // The transport's own protocol (0: none; TCP's in kTcpLoopback below): a
   // message of more than rendezvous_bytes first sends its RTS and waits for
   // the CTS, two one-way latencies (alpha_s) before its data moves; and
   // each segment_bytes of a message beyond its first costs segment_s more
@@ -199,7 +199,7 @@ constexpr double tcp_byte_s(double line_exchange_s) { return 0.067e-9 + 0.205e-3
 // in either phase: an exchange of 65,428 bytes took 11.2-13.1 us, of
 // 65,436 bytes 14.8-18.8; all_reduce of 2 MiB by ring (two exchanges of 1
 // MiB, 16 segments each) 341-385 us in the usual phase and 469 in the slow
-// one, where the per-byte rate alone accounts for 200 and 290.
+// one, where the per-byte rate alone accounts for 162 and 248.
 inline constexpr double kTcpEagerBytes = 64.0 * 1024;
 inline constexpr double kLoopbackSegmentBytes = 65432;
 inline constexpr double kLoopbackSegmentS = 5.2e-6;

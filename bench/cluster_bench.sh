@@ -4,7 +4,9 @@
 #   cluster_start NAME HOSTS PER RATE  brings up tools/cluster (RATE empty:
 #                                      unshaped; TCP_CC=ALGO: the hosts' TCP
 #                                      congestion control, default cubic,
-#                                      'machine' this machine's), tears it
+#                                      'machine' this machine's;
+#                                      CPUS_PER_HOST=K: K CPUs of its own
+#                                      to each host, up --cpus), tears it
 #                                      down at exit; sets $cc and
 #                                      $cluster, $host_list ("NAME1:PER,...")
 #                                      and $n (the ranks)
@@ -19,7 +21,8 @@ cluster_start() {
   local name=$1 hosts=$2 per=$3 rate=$4 i
   cluster=$root/tools/cluster
   "$cluster" down --name "$name" >/dev/null 2>&1 || true
-  "$cluster" up "$hosts" --name "$name" ${rate:+--rate "$rate"} ${TCP_CC:+--cc "$TCP_CC"} >&2
+  "$cluster" up "$hosts" --name "$name" ${rate:+--rate "$rate"} ${TCP_CC:+--cc "$TCP_CC"} \
+    ${CPUS_PER_HOST:+--cpus "$CPUS_PER_HOST"} >&2
   cc=$(ip netns exec "${name}1" sysctl -n net.ipv4.tcp_congestion_control)
   trap '"$cluster" down --name '"$name"' >/dev/null 2>&1' EXIT
   host_list=""

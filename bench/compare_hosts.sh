@@ -19,6 +19,10 @@
 #   bench/compare_hosts.sh BUILD [BEFORE_BUILD]      (root: namespaces)
 #   HOSTS=2 PER_HOST=2 RATE=4gbit (empty: unshaped) ROUNDS=3
 #   TCP_CC=cubic (the hosts' TCP congestion control; 'machine': this machine's)
+#   CPUS_PER_HOST=K: each host K CPUs of its own (tools/cluster up --cpus),
+#   as real hosts have, where the machine has HOSTS x K; braid-sim then
+#   prices the hosts as machines of their own (no --machine-cpus). Unset,
+#   the hosts share all of the machine's CPUs
 #   COLLS="allreduce allgather reducescatter broadcast" SIZES="8 1K 32K 512K 2M 8M 32M 64M"
 #   MPI=1 (0: Braid only)  LOG_DIR=...
 #   GRID=1: every configuration issue 17 names, one after the other: 2 and 4
@@ -110,7 +114,7 @@ probe_gbit=$(awk '{ print $2 }' <<<"$probes" | stats | awk '{ print $1 }')
 probe_gap=$(awk '{ print $3 }' <<<"$probes" | stats | awk '{ print $1 }')
 [[ -n $probe_us && -n $probe_gbit && -n $probe_gap ]] || { probe_us=0; probe_gbit=0; probe_gap=0; }
 sim_args=()
-[[ -n $stream ]] && sim_args+=(--machine-stream-mbps "$(awk -v g="$stream" 'BEGIN { printf "%d", g * 1000 }')")
+[[ -n $stream && -z ${CPUS_PER_HOST:-} ]] && sim_args+=(--machine-stream-mbps "$(awk -v g="$stream" 'BEGIN { printf "%d", g * 1000 }')")
 [[ $probe_us != 0 ]] && sim_args+=(--link-latency-ns "$(awk -v u="$probe_us" 'BEGIN { printf "%d", u * 1000 }')"
                                    --link-mbps "$(awk -v g="$probe_gbit" 'BEGIN { printf "%d", g * 1000 }')"
                                    --link-gap-ns "$(awk -v u="$probe_gap" 'BEGIN { printf "%d", u * 1000 }')")
@@ -123,8 +127,10 @@ sim_args=()
 sim_us() {
   local calls
   calls=$(iters_for "$2" | awk '{ print $2 }')
+  local machine=(--machine-cpus "$(nproc)")
+  [[ -n ${CPUS_PER_HOST:-} ]] && machine=()
   "$build/tools/braid-sim" "$1" --ranks "$n" --hosts "$hosts" --backend auto "${sim_args[@]}" \
-    --machine-cpus "$(nproc)" --logp --calls "$calls" -b "$2" -e "$2" |
+    "${machine[@]}" --logp --calls "$calls" -b "$2" -e "$2" |
     awk '/^ *[0-9]/ { for (i = 3; i <= NF; ++i) if ($i ~ /\*$/) { sub(/\*$/, "", $i); print $i } }'
 }
 # The algorithmic ceiling in busbw over a link of L: every host must send
@@ -179,7 +185,9 @@ for round in $(seq 1 "$rounds"); do
   echo "# round $round done" >&2
 done
 
-echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s, a gap of $probe_gap us; the machine's stream: ${stream:-?} Gbit/s; TCP congestion control $cc"
+cpus_said="the machine's $(nproc), shared by all hosts"
+[[ -n ${CPUS_PER_HOST:-} ]] && cpus_said="$CPUS_PER_HOST of its own to each host"
+echo "## $hosts hosts x $per ranks per host, ${rate:-unshaped} links; link: $link; the job's probe: $probe_us us one way, $probe_gbit Gbit/s, a gap of $probe_gap us; the machine's stream: ${stream:-?} Gbit/s; TCP congestion control $cc; CPUs: $cpus_said"
 shaped_ceiling=""
 [[ -n $rate && -n $gbit ]] && shaped_ceiling=$gbit
 for coll in $colls; do

@@ -11,7 +11,7 @@ cluster_up bt 2
 # Each host runs cubic, Linux's default, whatever this machine's default is
 # (tools/cluster --cc).
 "$cluster" status --name "$name" | tee /tmp/$name.out
-[[ $(grep -c " cc cubic$" /tmp/$name.out) == 2 ]] || { echo "the hosts' TCP congestion control is not cubic"; exit 1; }
+[[ $(grep -c " cc cubic cpus " /tmp/$name.out) == 2 ]] || { echo "the hosts' TCP congestion control is not cubic"; exit 1; }
 BRAID_DEBUG=INFO "$braidrun" --hosts "${name}1:2,${name}2:2" --agent "$cluster exec" --timeout 120 "$hello" env \
   > /tmp/$name.out 2>&1
 rc=$?

@@ -169,15 +169,14 @@ class Simulator {
         // A Put is priced like a Get of the same bytes, on the writer's CPU.
         const bool remote = s.kind == StepKind::Get || s.kind == StepKind::GetReduce || s.kind == StepKind::Put;
         const Span& theirs = s.kind == StepKind::Put ? s.dst : s.src;
-        if (by_operand_) {
-          work = by_operand(e.rank, s, l, copies, remote);
-          if (remote && theirs.count && (theirs.buf != Buf::Scratch || l.remote_scratch))
+        if (by_operand_) work = by_operand(e.rank, s, l, copies, remote);
+        if (remote && theirs.count) {
+          if (theirs.buf != Buf::Scratch || l.remote_scratch) {
             work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
-        } else if (remote && theirs.count) {
-          // Hot only while every rank's share fits in cache (~8 MiB in all):
-          // a pipeline's chunks do, whatever the size of the whole.
-          const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
-          if (theirs.buf == Buf::Scratch && !l.remote_scratch) {
+          } else if (!by_operand_) {  // (by_operand prices a peer's Scratch itself)
+            // Hot only while every rank's share fits in cache (~8 MiB in
+            // all): a pipeline's chunks do, whatever the size of the whole.
+            const bool hot = bytes(theirs.count) * p_.args.nranks <= 8.0 * 1024 * 1024;
             // Across CPUs, from the peer's cache: a copy is the crossing
             // alone, a reduction its own work and the crossing. Where the
             // buffers do not fit the cache, memory's traffic sets the pace,
@@ -185,8 +184,6 @@ class Simulator {
             if (hot && in_cache_ && l.cross_s_per_byte > 0)
               work = (copies ? 0.0 : work) + l.cross_s + l.cross_s_per_byte * bytes(theirs.count);
             else work *= hot ? l.hot_read_factor : 1.0;
-          } else {
-            work += l.peer_read_s + l.peer_read_s_per_byte * bytes(theirs.count);
           }
         }
         // A Put of what the step it follows has just written, no more than

@@ -50,12 +50,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for d in "$root/build-bench" "$root/build"; do [[ -x $d/bench/braid-bench ]] && { build=$d; break; }; done
-fi
-[[ -n $build && -x $build/bench/braid-bench ]] || { echo "compare_shm.sh: no braid-bench in '${build:-build-bench or build}': build first (meson setup B && ninja -C B)" >&2; exit 2; }
-build=$(cd "$build" && pwd)
+source "$here/pick_build.sh"
+pick_build compare_shm.sh "${1:-}" "build-bench build" bench/braid-bench
 braidrun=$build/tools/braidrun
 braid_bench=$build/bench/braid-bench
 rounds=${ROUNDS:-5}

@@ -26,13 +26,8 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
-build=${1:-}
-if [[ -z $build ]]; then
-  for d in "$root/build-dev" "$root/build"; do [[ -x $d/bench/braid-bench ]] && { build=$d; break; }; done
-fi
-[[ -n $build && -x $build/bench/braid-bench && -x $build/tools/braid-sim && -x $build/bench/line-exchange ]] ||
-  { echo "sim_one_host.sh: no braid-bench, braid-sim and line-exchange in '${build:-build-dev or build}': build first" >&2; exit 2; }
-build=$(cd "$build" && pwd)
+source "$here/pick_build.sh"
+pick_build sim_one_host.sh "${1:-}" "build-dev build" bench/braid-bench tools/braid-sim bench/line-exchange
 rounds=${ROUNDS:-3}
 read -r lo hi factor <<<"${SIZES:-8 16M 8}"
 iters=${ITERS:-200}

@@ -44,8 +44,9 @@ class Net {
   // One message between hosts (between ranks of one host where there is one).
   double across(double bytes) const { return hosts() > 1 ? on(links_.remote, bytes) : inside(bytes); }
   double inside(double bytes) const { return on(links_.local, bytes); }
-  static double on(const CostParams& c, double bytes) {
-    return c.alpha_s + protocol_s(c, bytes) + c.beta_s_per_byte * bytes;
+  // A message of `bytes` over link c, its wire shared `share` ways.
+  static double on(const CostParams& c, double bytes, double share = 1) {
+    return c.alpha_s + protocol_s(c, bytes) + c.beta_s_per_byte * bytes * share;
   }
   // One round in which every rank r with partner(r) >= 0 sends `bytes` to
   // it at once: the slowest of its messages, where the messages that leave
@@ -68,8 +69,7 @@ class Net {
       if (!same_host(r, p))
         share = std::max(out_[static_cast<std::size_t>(hs_.host[static_cast<std::size_t>(r)])],
                          in_[static_cast<std::size_t>(hs_.host[static_cast<std::size_t>(p)])]);
-      const CostParams& c = link(r, p);
-      worst = std::max(worst, c.alpha_s + protocol_s(c, bytes) + c.beta_s_per_byte * bytes * share);
+      worst = std::max(worst, on(link(r, p), bytes, share));
     }
     return worst;
   }
